@@ -1,0 +1,1 @@
+from refimpl.dtype import dtypes
