@@ -1,6 +1,6 @@
 """Read clause IDs and machine-readable tables out of the spec's markdown (spec/*.md).
 
-A clause is a heading or a bullet whose first token is a backticked ID such as `OP.CDIV` or `OP.CDIV.zero`. A table
+A clause is a heading, a bullet or a table row whose first token is a backticked ID such as `OP.CDIV` or `OP.CDIV.zero`. A table
 belongs to the nearest clause heading above it. Edge-case tables (OP.TABLES in spec/ops.md) have one of the headers in
 EDGE_HEADERS; `parse_value` reads their cells, tokens included.
 """
@@ -18,7 +18,7 @@ __all__ = ["CLAUSE_ID", "EDGE_HEADERS", "clauses", "tables", "edge_tables", "par
 
 CLAUSE_ID = re.compile(r"[A-Z][A-Z0-9_]*(\.[A-Za-z0-9_\-]+)+")
 EDGE_HEADERS = (("dtype", "operands", "result"), ("from", "to", "operand", "result"))
-_CLAUSE_LINE = re.compile(r"^\s*(#+|[-*])\s+`([^`]+)`")   # a heading or bullet opening with a backticked token
+_CLAUSE_LINE = re.compile(r"^\s*(#+|[-*]|\|)\s+`([^`]+)`")   # heading, bullet or table row opening with a backticked token
 
 
 def _markdown_files(path: str | Path) -> list[Path]:
@@ -46,7 +46,9 @@ def clauses(path: str | Path) -> dict[str, tuple[str, int]]:
 
 
 def _cells(line: str) -> tuple[str, ...]:
-  return tuple(c.strip() for c in line.strip().strip("|").split("|"))
+  """A table row's cells; `\\|` is a literal pipe inside a cell (as GitHub markdown writes it)."""
+  inner = line.strip().removeprefix("|").removesuffix("|")
+  return tuple(c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner))
 
 
 def tables(path: str | Path) -> Iterator[tuple[str | None, tuple[str, ...], list[tuple[str, ...]]]]:

@@ -56,6 +56,7 @@ def min_max(u: UOp) -> tuple[ConstType, ConstType]:
     if op is Ops.NEG and not dtypes.is_bool(u.dtype): return _fit(u, -a.vmax, -a.vmin)
     return _full(u)
   a, b = src[0], src[1]
+  if not all(dtypes.is_int(s.dtype) or dtypes.is_bool(s.dtype) for s in (a, b)): return _full(u)  # float compares
   alo, ahi, blo, bhi = int(a.vmin), int(a.vmax), int(b.vmin), int(b.vmax)
   if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ):
     if op is Ops.CMPLT:

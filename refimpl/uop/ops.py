@@ -40,9 +40,10 @@ class _UOpMeta(type):
 
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None) -> UOp:
     src = tuple(src)
-    try: key = (op, dtype, src, _arg_key(arg))
+    key = (op, dtype, src, _arg_key(arg))
+    try: hit = cls._cache.get(key)
     except TypeError: raise SpecError("UOP.ARG", f"arg of {op} must be hashable, got {type(arg).__name__}") from None
-    if (hit := cls._cache.get(key)) is not None: return hit
+    if hit is not None: return hit
     if not isinstance(op, Ops): raise SpecError("UOP.OPS", f"op must be a member of Ops, got {op!r}")
     if not isinstance(dtype, DType): raise SpecError("UOP.DTYPE", f"dtype of {op} must be a DType, got {dtype!r}")
     for s in src:

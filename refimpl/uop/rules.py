@@ -288,3 +288,54 @@ def _eval(t: Term, values: dict, env: dict, T: DType, exec_alu) -> ConstType:
   out = dtypes.bool if t.is_bool else T
   src = dtypes.bool if t.args[-1].is_bool else T
   return exec_alu(t.op, out, args, src)
+
+
+_INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CDIV: "//", Ops.CMOD: "%", Ops.AND: "&",
+          Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}
+
+
+def show(t: Term) -> str:
+  """A term in infix notation, as spec/rewrites.md writes rules (`//` and `%` are C-style, OP.CDIV / OP.CMOD)."""
+  if isinstance(t, (Var, CVar)): return t.name
+  if isinstance(t, Lit): return repr(t.value)
+  if isinstance(t, LoOf): return f"lo({t.var.name})"
+  args = [show(a) for a in t.args]
+  if t.op in _INFIX: return f"({args[0]} {_INFIX[t.op]} {args[1]})"
+  if t.op is Ops.NEG: return f"-({args[0]})" if args[0].startswith("-") else f"-{args[0]}"
+  if t.op is Ops.WHERE: return f"where({', '.join(args)})"
+  return f"{t.op.name.lower()}({', '.join(args)})"
+
+
+def show_guard(g: G) -> str:
+  if isinstance(g, GInt): return str(g.value)
+  if isinstance(g, GRef):
+    if g.key in ("dmin", "dmax"): return g.key.upper()
+    kind, name = g.key.split(":")
+    return f"{kind}({name})"
+  if g.op == "not": return f"not ({show_guard(g.args[0])})"
+  if g.op in ("and", "or"):   # flatten chains: a and b and c
+    parts = [show_guard(a) if not (isinstance(a, GApp) and a.op == g.op) else show_guard(a)[1:-1] for a in g.args]
+    return "(" + f" {g.op} ".join(parts) + ")"
+  return f"({show_guard(g.args[0])} {g.op} {show_guard(g.args[1])})"
+
+
+def show_where(r: SymRule) -> str:
+  """The guard as spec/rewrites.md writes it ('' when the rule has none)."""
+  if r.where is None: return ""
+  g = show_guard(r.where)
+  return g[1:-1] if g.startswith("(") and g.endswith(")") and r.where.op in ("and", "or") else g
+
+
+def show_rule(r: SymRule) -> str:
+  """`lhs -> rhs`, outer parentheses dropped: the form the rule tables of spec/rewrites.md use."""
+  def bare(s: str) -> str: return s[1:-1] if s.startswith("(") and s.endswith(")") else s
+  return f"{bare(show(r.lhs))} -> {bare(show(r.rhs_term))}"
+
+
+def dtype_class(dts: tuple) -> str:
+  """A rule's dtypes in the words of spec/rewrites.md: ints, sints, uints, floats, bool, joined with '+'."""
+  parts, rest = [], set(dts)
+  for word, group in (("ints", INTS), ("sints", SINTS), ("uints", UINTS), ("floats", FLOATS), ("bool", BOOL)):
+    if set(group) <= rest: parts.append(word); rest -= set(group)
+  assert not rest, f"dtypes {rest} are not a union of the named classes"
+  return "+".join(parts)
