@@ -1,8 +1,8 @@
 """Read clause IDs and machine-readable tables out of the spec's markdown (spec/*.md).
 
-A clause is a heading, a bullet or a table row whose first token is a backticked ID such as `OP.CDIV` or `OP.CDIV.zero`. A table
-belongs to the nearest clause heading above it. Edge-case tables (OP.TABLES in spec/ops.md) have one of the headers in
-EDGE_HEADERS; `parse_value` reads their cells, tokens included.
+A clause is a heading, bullet or table row whose first token is a backticked ID such as `OP.CDIV` or
+`OP.CDIV.zero`. A table belongs to the nearest clause heading above it. Edge-case tables (OP.TABLES in spec/ops.md)
+have one of the headers in EDGE_HEADERS; `parse_value` reads their cells, tokens included.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ __all__ = ["CLAUSE_ID", "EDGE_HEADERS", "clauses", "tables", "edge_tables", "par
 
 CLAUSE_ID = re.compile(r"[A-Z][A-Z0-9_]*(\.[A-Za-z0-9_\-]+)+")
 EDGE_HEADERS = (("dtype", "operands", "result"), ("from", "to", "operand", "result"))
-_CLAUSE_LINE = re.compile(r"^\s*(#+|[-*]|\|)\s+`([^`]+)`")   # heading, bullet or table row opening with a backticked token
+_CLAUSE_LINE = re.compile(r"^\s*(#+|[-*]|\|)\s+`([^`]+)`")  # heading/bullet/table row, backticked ID first
 
 
 def _markdown_files(path: str | Path) -> list[Path]:

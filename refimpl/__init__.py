@@ -1,1 +1,4 @@
-from refimpl.dtype import dtypes
+"""refimpl: the reference implementation (tinygrad's public API; spec/)."""
+from refimpl.dtype import dtypes, DType
+
+__all__ = ["dtypes", "DType"]

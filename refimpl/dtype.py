@@ -40,7 +40,7 @@ class DType:
     """The vector of `count` elements of this scalar type (DT.VECTOR)."""
     if self.count != 1: raise ValueError(f"DT.VECTOR: cannot make a vector of the vector type {self!r}")
     if count == 1 or self == dtypes.void: return self
-    if not isinstance(count, int) or count < 1: raise ValueError(f"DT.VECTOR: vector length must be >= 1, got {count!r}")
+    if not isinstance(count, int) or count < 1: raise ValueError(f"DT.VECTOR: length must be >= 1, got {count!r}")
     return DType(self.priority, self.itemsize * count, f"{self.name}{count}", None, count, self)
 
   def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType:
@@ -66,7 +66,7 @@ class PtrDType(DType):
     return f"{self.base!r}.ptr({self.size}{tail})"
 
   def vec(self, count: int) -> DType: raise ValueError("DT.PTR: pointer types have no vector form")
-  def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType: raise ValueError("DT.PTR: no pointer to pointer")
+  def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType: raise ValueError("DT.PTR: pointer of pointer")
 
 
 # name -> how repr prints it (the C names tinygrad prints, e.g. `dtypes.int`)

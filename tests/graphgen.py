@@ -20,7 +20,8 @@ def var_ranges(draw, dt, names=("a", "b", "c")):
 
 def constants(dt):
   small = st.integers(max(-8, dtypes.min(dt)), min(16, dtypes.max(dt)))
-  return st.one_of(small, st.sampled_from([dtypes.min(dt), dtypes.max(dt)]), st.integers(dtypes.min(dt), dtypes.max(dt)))
+  extremes = st.sampled_from([dtypes.min(dt), dtypes.max(dt)])
+  return st.one_of(small, extremes, st.integers(dtypes.min(dt), dtypes.max(dt)))
 
 
 def graphs(dt, ranges):

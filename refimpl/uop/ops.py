@@ -397,7 +397,8 @@ class PatternMatcher:
       for bindings in rule.pattern.match(uop, {}):
         out = rule.fn(ctx=ctx, **bindings) if rule.wants_ctx else rule.fn(**bindings)
         if out is None or out is uop: continue
-        if not isinstance(out, UOp): raise TypeError(f"RW.ENGINE: {rule.label} returned {type(out).__name__}, not a UOp")
+        if not isinstance(out, UOp):
+          raise TypeError(f"RW.ENGINE: {rule.label} returned {type(out).__name__}, not a UOp")
         return out, rule
     return None
 
