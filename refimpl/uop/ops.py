@@ -184,6 +184,12 @@ class UOp(metaclass=_UOpMeta):
     from refimpl.uop.bounds import min_max
     return min_max(self)
 
+  @functools.cached_property
+  def shape(self) -> tuple[int, ...]:
+    """The shape of a tensor-level node (refimpl/uop/shapes.py)."""
+    from refimpl.uop.shapes import shape_of
+    return shape_of(self)
+
   def simplify(self) -> UOp:
     """This graph rewritten to a fixpoint by the symbolic rules of spec/rewrites.md."""
     from refimpl.uop.symbolic import symbolic

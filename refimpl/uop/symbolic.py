@@ -83,7 +83,8 @@ SYM_RULES: list[SymRule] = [
           where=(lo(x) + val(c1) >= DMIN) & (hi(x) + val(c1) <= DMAX) & (val(c2) - val(c1) >= DMIN) &
                 (val(c2) - val(c1) <= DMAX)),
   # ---- a node with one possible value is that value (RW.BOUNDS) ----
-  SymRule("RW.BOUNDS.const", Var("x", ops=frozenset(set(Ops) - {Ops.CONST})), LoOf(x),
+  # not RANGE: a one-iteration loop stays a loop, since its REDUCE still combines with the identity (+0.0 + -0.0)
+  SymRule("RW.BOUNDS.const", Var("x", ops=frozenset(set(Ops) - {Ops.CONST, Ops.RANGE})), LoOf(x),
           where=lo(x).eq(hi(x)), dtypes=INTS + BOOL),
 ]
 

@@ -299,9 +299,12 @@ def _check_index(u: UOp) -> None:
 
 
 def _check_load(u: UOp) -> None:
-  """UOP.LOAD: src (INDEX,), the element dtype of the pointer (its base)."""
-  _n_src(u, 1)
+  """UOP.LOAD: src (INDEX, *deps), the element dtype of the pointer (its base); deps (STORE, END, BARRIER, RANGE)
+  only order the load: after those effects, inside those loops."""
+  _n_src(u, 1, at_least=True)
   _src_op(u, 0, (Ops.INDEX,), "address")
+  for i in range(1, len(u.src)):
+    _src_op(u, i, (Ops.STORE, Ops.END, Ops.BARRIER, Ops.RANGE), "an ordering dependency")
   ptr = u.src[0].dtype
   if isinstance(ptr, PtrDType): _dtype(u, ptr.base, "the base of the INDEX's pointer dtype")
 

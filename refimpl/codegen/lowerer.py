@@ -1,0 +1,113 @@
+"""Lowering: a kernel AST (tensor-level ops over DEFINE_GLOBAL buffers) becomes a kernel-level graph in which
+movement ops are index arithmetic, loads and stores go through INDEX, and reductions are REDUCE over RANGEs.
+
+The kernel AST is `SINK(STORE(DEFINE_GLOBAL out, value))`: `value` is a tensor-level expression whose leaves are
+DEFINE_GLOBALs (flat buffers, shape (size,)) and CONSTs. Each output element is computed by one thread: thread
+`gidx0` computes element `gidx0` of the flat output. The value at an index is built by walking `value` with the
+index expressions of each axis; a movement op only rewrites the index expressions (no data moves):
+RESHAPE re-splits the flat position, EXPAND reads index 0 on broadcast axes, PERMUTE reorders, SHRINK offsets,
+FLIP mirrors, PAD offsets and gates (outside the source, the value is 0 and no memory is read: EXEC.MEMORY.gate)."""
+from __future__ import annotations
+
+import math
+
+from refimpl.dtype import dtypes
+from refimpl.helpers import SpecError
+from refimpl.uop import Ops, GroupOp
+from refimpl.uop.ops import UOp, graph_rewrite
+from refimpl.uop.symbolic import symbolic
+
+INDEX_DTYPE = dtypes.int32
+
+
+def _strides(shape: tuple[int, ...]) -> list[int]:
+  out, acc = [], 1
+  for n in reversed(shape):
+    out.append(acc)
+    acc *= n
+  return out[::-1]
+
+
+def unflatten(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
+  """Per-axis indices of flat position `flat` in a row-major array of `shape`."""
+  return tuple((flat // st) % n if n != 1 else flat.const_like(0) for st, n in zip(_strides(shape), shape))
+
+
+def flatten(idx: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
+  """The flat row-major position of per-axis indices `idx` in `shape`."""
+  flat = UOp.const(INDEX_DTYPE, 0)
+  for i, st, n in zip(idx, _strides(shape), shape):
+    if n != 1: flat = flat + i * st
+  return flat
+
+
+class _Lowerer:
+  def __init__(self):
+    self.cache: dict[tuple, UOp] = {}
+    self.ranges = 0
+
+  def value(self, node: UOp, idx: tuple[UOp, ...], gate: UOp | None) -> UOp:
+    key = (node, idx, gate)
+    if key not in self.cache: self.cache[key] = self._value(node, idx, gate)
+    return self.cache[key]
+
+  def _value(self, node: UOp, idx: tuple[UOp, ...], gate: UOp | None) -> UOp:
+    op, src, arg = node.op, node.src, node.arg
+    if op is Ops.DEFINE_GLOBAL:
+      return UOp(Ops.LOAD, node.dtype.base, (UOp(Ops.INDEX, node.dtype, (node, idx[0]) + ((gate,) if gate else ())),))
+    if op is Ops.CONST: return UOp.const(node.dtype, arg)
+    if op in GroupOp.Elementwise: return UOp(op, node.dtype, tuple(self.value(s, idx, gate) for s in src), arg)
+    if op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.NOOP): return self.value(src[0], idx, gate)
+    s = src[0].shape
+    if op is Ops.RESHAPE: return self.value(src[0], unflatten(flatten(idx, node.shape), s), gate)
+    if op is Ops.EXPAND:
+      return self.value(src[0], tuple(i.const_like(0) if a == 1 else i for i, a in zip(idx, s)), gate)
+    if op is Ops.PERMUTE:
+      inv = [0] * len(arg)
+      for out_axis, in_axis in enumerate(arg): inv[in_axis] = out_axis
+      return self.value(src[0], tuple(idx[inv[k]] for k in range(len(s))), gate)
+    if op is Ops.FLIP:
+      return self.value(src[0], tuple((n - 1) - i if f else i for i, n, f in zip(idx, s, arg)), gate)
+    if op is Ops.SHRINK: return self.value(src[0], tuple(i + b if b else i for i, (b, _) in zip(idx, arg)), gate)
+    if op is Ops.PAD:
+      valid = None
+      for i, n, (b, _) in zip(idx, s, arg):
+        if (b, _) == (0, 0): continue
+        inside = (i < b + n) if b == 0 else ((i < b).logical_not() & (i < b + n))
+        valid = inside if valid is None else valid & inside
+      inner_idx = tuple(i - b if b else i for i, (b, _) in zip(idx, arg))
+      if valid is None: return self.value(src[0], inner_idx, gate)
+      inner = self.value(src[0], inner_idx, valid if gate is None else gate & valid)
+      return valid.where(inner, inner.const_like(0))
+    if op is Ops.REDUCE_AXIS:
+      rop, axes = arg
+      if any(s[a] == 0 for a in axes):   # an empty reduction is its identity: no loop, no loads
+        from refimpl.codegen.linearize import identity
+        return identity(rop, node.dtype)
+      new_idx = list(idx)
+      rngs = []
+      for a in axes:
+        rngs.append(UOp(Ops.RANGE, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, s[a]),), arg=(self.ranges, "reduce")))
+        self.ranges += 1
+        new_idx[a] = rngs[-1]
+      inner = self.value(src[0], tuple(new_idx), gate)
+      return UOp(Ops.REDUCE, node.dtype, (inner, *rngs), arg=rop)
+    raise SpecError(f"UOP.{op.name}", f"{op.name} cannot appear in a kernel AST")
+
+
+def lower(ast: UOp) -> tuple[UOp, int]:
+  """The kernel-level SINK for kernel AST `ast`, simplified by the symbolic rules, and the number of threads
+  (the launch's global size: one work-group of one thread per output element)."""
+  if ast.op is not Ops.SINK or any(s.op is not Ops.STORE for s in ast.src):
+    raise SpecError("UOP.SINK", "a kernel AST is SINK(STORE(DEFINE_GLOBAL, value), ...)")
+  numel = {math.prod(st.src[1].shape) for st in ast.src}
+  if len(numel) != 1: raise SpecError("UOP.STORE", f"stores of one kernel write different sizes {sorted(numel)}")
+  n = numel.pop()
+  gidx = UOp(Ops.SPECIAL, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, n),), arg="gidx0")
+  lw = _Lowerer()
+  stores = []
+  for st in ast.src:
+    out, value = st.src
+    v = lw.value(value, unflatten(gidx, value.shape), None)
+    stores.append(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, gidx)), v)))
+  return graph_rewrite(UOp(Ops.SINK, dtypes.void, tuple(stores)), symbolic, name="lower"), n

@@ -1,0 +1,54 @@
+"""Running kernelized graphs on devices: buffers of BUFFER nodes, compiling and launching kernels (DEBUG output)."""
+from __future__ import annotations
+
+import time
+import weakref
+
+from refimpl.codegen import lower, linearize
+from refimpl.device import Buffer, Device, LinearProgram
+from refimpl.helpers import getenv
+from refimpl.uop import Ops
+from refimpl.uop.ops import UOp
+
+# BUFFER node -> the device buffer holding its data; entries die with their node
+buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+_compiled: dict[tuple[str, UOp], tuple[LinearProgram, object]] = {}
+
+
+def buffer_for(node: UOp) -> Buffer:
+  """The device buffer of a BUFFER node, allocated on first use (DEV.ALLOC)."""
+  if node not in buffers:
+    device = node.src[1].arg
+    buffers[node] = Device[device].alloc(node.arg, node.dtype)
+  return buffers[node]
+
+
+def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object]:
+  """Lower, linearize and compile a Kernel for `device`, once per (device, AST)."""
+  key = (device, kernel.arg.ast)
+  if key not in _compiled:
+    sink, n = lower(kernel.arg.ast)
+    uops = linearize(sink)
+    if getenv("DEBUG", 0) >= 4:
+      for i, u in enumerate(uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
+    prog = LinearProgram(kernel.arg.name, tuple(uops), (n, 1, 1), (1, 1, 1))
+    _compiled[key] = (prog, Device[device].compile(prog))
+  return _compiled[key]
+
+
+def run_kernels(kernels: list[UOp]) -> None:
+  """Run KERNEL nodes in order (EXEC.ORDER.device: each finishes before the next starts)."""
+  debug = getenv("DEBUG", 0)
+  t0 = time.perf_counter()
+  for k in kernels:
+    out = k.src[0]
+    device = out.src[1].arg
+    bufs = [buffer_for(b if b.op is Ops.BUFFER else b.src[0]) for b in k.src]   # inputs may be ASSIGN(BUFFER, ..)
+    if out.arg == 0: continue   # nothing to compute (EXEC.GRID.empty)
+    prog, compiled = compile_kernel(device, k)
+    st = time.perf_counter()
+    Device[device].launch(compiled, bufs)
+    if debug >= 2:
+      print(f"{device:8s} kernel {k.arg.name:24s} {len(bufs)} buffers  {(time.perf_counter() - st) * 1e3:8.3f} ms")
+  if debug >= 1 and kernels:
+    print(f"{len(kernels)} kernels, {(time.perf_counter() - t0) * 1e3:.2f} ms")
