@@ -91,7 +91,8 @@ def register_device(name: str, factory: Callable[[], Backend]) -> None:
 
 def _discover() -> None:
   for ep in entry_points(group="refimpl.devices"):
-    _FACTORIES.setdefault(ep.name.upper(), ep.load)   # ep.load() gives the factory; called only on first use
+    # ep.load() gives the factory (a Backend class or function); it is imported and called only on first use
+    _FACTORIES.setdefault(ep.name.upper(), lambda ep=ep: ep.load()())
 
 
 class _DeviceRegistry:

@@ -14,7 +14,7 @@ import math
 from refimpl.dtype import dtypes
 from refimpl.helpers import SpecError
 from refimpl.uop import Ops, GroupOp
-from refimpl.uop.ops import UOp, graph_rewrite
+from refimpl.uop.ops import UOp, UPat, PatternMatcher, graph_rewrite
 from refimpl.uop.symbolic import symbolic
 
 INDEX_DTYPE = dtypes.int32
@@ -95,9 +95,11 @@ class _Lowerer:
     raise SpecError(f"UOP.{op.name}", f"{op.name} cannot appear in a kernel AST")
 
 
-def lower(ast: UOp) -> tuple[UOp, int]:
-  """The kernel-level SINK for kernel AST `ast`, simplified by the symbolic rules, and the number of threads
-  (the launch's global size: one work-group of one thread per output element)."""
+def lower(ast: UOp) -> tuple[UOp, int, tuple[int, ...]]:
+  """The kernel-level SINK for kernel AST `ast`, simplified by the symbolic rules; the number of threads (the
+  launch's global size: one work-group of one thread per output element); and for each buffer slot of the result,
+  the AST slot it came from. Simplification can drop an input (an empty reduction reads nothing), and slots must
+  stay numbered 0..n-1 (EXEC.PROGRAM.params), so the remaining ones are renumbered."""
   if ast.op is not Ops.SINK or any(s.op is not Ops.STORE for s in ast.src):
     raise SpecError("UOP.SINK", "a kernel AST is SINK(STORE(DEFINE_GLOBAL, value), ...)")
   numel = {math.prod(st.src[1].shape) for st in ast.src}
@@ -110,4 +112,9 @@ def lower(ast: UOp) -> tuple[UOp, int]:
     out, value = st.src
     v = lw.value(value, unflatten(gidx, value.shape), None)
     stores.append(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, gidx)), v)))
-  return graph_rewrite(UOp(Ops.SINK, dtypes.void, tuple(stores)), symbolic, name="lower"), n
+  sink = graph_rewrite(UOp(Ops.SINK, dtypes.void, tuple(stores)), symbolic, name="lower")
+  used = sorted((u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+  renumber = {g: g.replace(arg=i) for i, g in enumerate(used) if g.arg != i}
+  if renumber: sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.DEFINE_GLOBAL, name="g"),
+                                                            lambda g: renumber.get(g))]), name="renumber slots")
+  return sink, n, tuple(g.arg for g in used)

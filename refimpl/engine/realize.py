@@ -12,7 +12,7 @@ from refimpl.uop.ops import UOp
 
 # BUFFER node -> the device buffer holding its data; entries die with their node
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
-_compiled: dict[tuple[str, UOp], tuple[LinearProgram, object]] = {}
+_compiled: dict[tuple[str, UOp], tuple[LinearProgram, object, tuple[int, ...]]] = {}
 
 
 def buffer_for(node: UOp) -> Buffer:
@@ -23,16 +23,17 @@ def buffer_for(node: UOp) -> Buffer:
   return buffers[node]
 
 
-def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object]:
-  """Lower, linearize and compile a Kernel for `device`, once per (device, AST)."""
+def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object, tuple[int, ...]]:
+  """Lower, linearize and compile a Kernel for `device`, once per (device, AST); also which of the kernel's
+  buffers each program slot takes."""
   key = (device, kernel.arg.ast)
   if key not in _compiled:
-    sink, n = lower(kernel.arg.ast)
+    sink, n, slots = lower(kernel.arg.ast)
     uops = linearize(sink)
     if getenv("DEBUG", 0) >= 4:
       for i, u in enumerate(uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
     prog = LinearProgram(kernel.arg.name, tuple(uops), (n, 1, 1), (1, 1, 1))
-    _compiled[key] = (prog, Device[device].compile(prog))
+    _compiled[key] = (prog, Device[device].compile(prog), slots)
   return _compiled[key]
 
 
@@ -45,9 +46,9 @@ def run_kernels(kernels: list[UOp]) -> None:
     device = out.src[1].arg
     bufs = [buffer_for(b if b.op is Ops.BUFFER else b.src[0]) for b in k.src]   # inputs may be ASSIGN(BUFFER, ..)
     if out.arg == 0: continue   # nothing to compute (EXEC.GRID.empty)
-    prog, compiled = compile_kernel(device, k)
+    prog, compiled, slots = compile_kernel(device, k)
     st = time.perf_counter()
-    Device[device].launch(compiled, bufs)
+    Device[device].launch(compiled, [bufs[s] for s in slots])
     if debug >= 2:
       print(f"{device:8s} kernel {k.arg.name:24s} {len(bufs)} buffers  {(time.perf_counter() - st) * 1e3:8.3f} ms")
   if debug >= 1 and kernels:
