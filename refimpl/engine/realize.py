@@ -9,6 +9,7 @@ from refimpl.device import Buffer, Device, LinearProgram
 from refimpl.helpers import getenv
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
+from refimpl.uop.verify import verify
 
 # BUFFER node -> the device buffer holding its data; entries die with their node
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
@@ -29,6 +30,7 @@ def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object, tuple[in
   key = (device, kernel.arg.ast)
   if key not in _compiled:
     sink, n, slots = lower(kernel.arg.ast)
+    verify(sink)   # the stage boundary check: a lowering bug surfaces as the clause it breaks (UOP.VERIFY)
     uops = linearize(sink)
     if getenv("DEBUG", 0) >= 4:
       for i, u in enumerate(uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
