@@ -10,7 +10,8 @@ from typing import Sequence
 import numpy as np
 
 from refimpl.device import Device
-from refimpl.dtype import DType, DTypeLike, dtypes, least_upper_dtype, least_upper_float, scalar_result_dtype, to_dtype
+from refimpl.dtype import (DType, DTypeLike, dtypes, least_upper_dtype, least_upper_float, scalar_result_dtype,
+                           sum_acc_dtype, to_dtype)
 from refimpl.engine.realize import buffers, run_kernels
 from refimpl.engine.schedule import kernelize, new_buffer, schedule
 from refimpl.helpers import SpecError
@@ -59,16 +60,25 @@ class Tensor:
 
   # ---- properties ----
   @property
-  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  def shape(self) -> tuple[int, ...]:
+    """The size of each axis."""
+    return self.uop.shape
   @property
-  def dtype(self) -> DType: return self.uop.dtype
+  def dtype(self) -> DType:
+    """The element type."""
+    return self.uop.dtype
   @property
   def device(self) -> str:
+    """The device the data lives on."""
     from refimpl.engine.schedule import device_of
     return device_of(self.uop)
   @property
-  def ndim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return math.prod(self.shape)
+  def ndim(self) -> int:
+    """The number of axes."""
+    return len(self.shape)
+  def numel(self) -> int:
+    """The number of elements."""
+    return math.prod(self.shape)
   def __len__(self) -> int:
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]
@@ -103,34 +113,144 @@ class Tensor:
     if self.dtype == dtypes.bfloat16: raw = _bf16_values(raw)
     return raw.reshape(self.shape)
 
-  def tolist(self): return self.numpy().tolist()
+  def tolist(self):
+    """The values as nested Python lists."""
+    return self.numpy().tolist()
 
   def item(self):
+    """The one element as a Python number."""
     if self.numel() != 1: raise SpecError("UOP.CONST", f"item() needs one element, the tensor has {self.numel()}")
     return self.numpy().reshape(()).item()
 
   # ---- creation ----
   @staticmethod
   def full(shape, value, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """A tensor of `shape` filled with `value` (a broadcast CONST; dtype from the value unless given)."""
     shape = _shape_arg(shape)
     dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(value)
     device = Device.canonicalize(device) if device else Device.DEFAULT
     return Tensor(_const(dtype, value, device, ())).reshape((1,) * len(shape)).expand(shape)
 
   @staticmethod
-  def zeros(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 0.0 if "dtype" not in kw else 0, **kw)
+  def zeros(*shape, **kw) -> Tensor:
+    """Zeros of `shape` (default float unless dtype is given)."""
+    return Tensor.full(_shape_arg(shape), 0.0 if "dtype" not in kw else 0, **kw)
   @staticmethod
-  def ones(*shape, **kw) -> Tensor: return Tensor.full(_shape_arg(shape), 1.0 if "dtype" not in kw else 1, **kw)
+  def ones(*shape, **kw) -> Tensor:
+    """Ones of `shape` (default float unless dtype is given)."""
+    return Tensor.full(_shape_arg(shape), 1.0 if "dtype" not in kw else 1, **kw)
 
   @staticmethod
   def arange(start, stop=None, step=1, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """start, start+step, ... below stop (dtype from the arguments, as torch.arange)."""
     if stop is None: start, stop = 0, start
     values = np.arange(start, stop, step)
     dt = to_dtype(dtype) if dtype else dtypes.from_py([start, stop, step])
     return Tensor(values.astype(_NP[dt]) if dt != dtypes.bfloat16 else values, device=device, dtype=dt)
 
+  @staticmethod
+  def empty(*shape, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """A fresh buffer whose contents are unspecified (DEV.ALLOC); reading it before writing is an EXEC.UNINIT error
+    under the sanitizer."""
+    shape = _shape_arg(shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    device = Device.canonicalize(device) if device else Device.DEFAULT
+    node = new_buffer(dt, math.prod(shape), device)
+    buffers[node] = Device[device].alloc(math.prod(shape), dt)
+    return Tensor(node if shape == (math.prod(shape),) else UOp(Ops.RESHAPE, dt, (node,), shape))
+
+  def _like_kw(self, kw: dict) -> dict:
+    return {"dtype": kw.get("dtype", self.dtype), "device": kw.get("device", self.device)}
+  def zeros_like(self, **kw) -> Tensor:
+    """Zeros of this tensor's shape (and dtype and device unless given)."""
+    return Tensor.full(self.shape, 0, **self._like_kw(kw))
+  def ones_like(self, **kw) -> Tensor:
+    """Ones of this tensor's shape (and dtype and device unless given)."""
+    return Tensor.full(self.shape, 1, **self._like_kw(kw))
+  def full_like(self, fill_value, **kw) -> Tensor:
+    """`fill_value` in this tensor's shape (and dtype and device unless given)."""
+    return Tensor.full(self.shape, fill_value, **self._like_kw(kw))
+  def empty_like(self, **kw) -> Tensor:
+    """An uninitialised tensor of this tensor's shape (and dtype and device unless given)."""
+    return Tensor.empty(self.shape, **self._like_kw(kw))
+
+  @staticmethod
+  def eye(n: int, m: int | None = None, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """The n x m identity matrix (default float), built from movement ops only: a square one-hot pattern from a
+    padded column of ones read with row length k, then padded to n x m."""
+    m = n if m is None else m
+    k = min(n, m)
+    # ones(k, 1) padded to rows of k+1 puts a one every k+1 elements; read back as rows of k, row i has it at column i
+    sq = Tensor.ones(k, 1, dtype=dtype or dtypes.default_float, device=device).pad(((0, 0), (0, k))).reshape(-1)
+    sq = sq.shrink(((0, k * k),)).reshape(k, k)
+    return sq.pad(((0, n - k), (0, m - k)))
+
+  @staticmethod
+  def linspace(start, stop, steps: int, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """`steps` evenly spaced values from start to stop; like torch, the first half counts up from start and the second
+    half down from stop, so both ends are exact."""
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if steps == 1: return Tensor.full((1,), start, dtype=dtypes.default_float, device=device).cast(dt)
+    f = dtypes.float64 if dt == dtypes.float64 else dtypes.float32
+    step = (stop - start) / (steps - 1)
+    i = Tensor.arange(steps, device=device).cast(f)
+    out = (i < steps // 2).where(i * step + start, stop - (steps - 1 - i) * step)
+    return out.cast(dt)
+
+  # ---- random numbers: drawn eagerly in numpy from a counter-based generator; values differ from tinygrad's ----
+  _seed: int = 0
+  _rng_counter: int = 0
+
+  @staticmethod
+  def manual_seed(seed: int = 0) -> None:
+    """Seed the generator: after manual_seed(s) the same sequence of random calls gives the same tensors."""
+    Tensor._seed, Tensor._rng_counter = int(seed), 0
+
+  @staticmethod
+  def _rng() -> np.random.Generator:
+    # one PCG64 stream per (seed, call number): a call's values do not depend on the sizes of earlier calls
+    Tensor._rng_counter += 1
+    return np.random.Generator(np.random.PCG64([Tensor._seed, Tensor._rng_counter]))
+
+  @staticmethod
+  def rand(*shape, dtype: DTypeLike | None = None, device: str | None = None, **kw) -> Tensor:
+    """Uniform samples in [0, 1) (default float)."""
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    vals = Tensor._rng().random(_shape_arg(shape), dtype=np.float64 if dt == dtypes.float64 else np.float32)
+    # rounding a float32 just below 1 to a narrower float can give 1.0: clamp to the largest value below 1
+    if dt in (dtypes.float16, dtypes.bfloat16): vals = np.minimum(vals, 1 - 2.0 ** -(dtypes.finfo(dt)[1] + 1))
+    return Tensor(vals, device=device).cast(dt) if dt != dtypes.float64 else Tensor(vals, device=device)
+
+  @staticmethod
+  def randn(*shape, dtype: DTypeLike | None = None, device: str | None = None, **kw) -> Tensor:
+    """Standard normal samples (default float)."""
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    vals = Tensor._rng().standard_normal(_shape_arg(shape))
+    return Tensor(vals, device=device).cast(dt)
+
+  @staticmethod
+  def randint(*shape, low: int = 0, high: int = 10, dtype: DTypeLike = dtypes.int32, device: str | None = None,
+              **kw) -> Tensor:
+    """Uniform integers in [low, high)."""
+    dt = to_dtype(dtype)
+    vals = Tensor._rng().integers(low, high, _shape_arg(shape), dtype=np.int64)
+    return Tensor(vals, device=device).cast(dt)
+
+  @staticmethod
+  def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype: DTypeLike | None = None, **kw) -> Tensor:
+    """Uniform samples in [low, high): low + (high - low) * rand."""
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    return (Tensor.rand(*shape, dtype=dt, **kw) * (high - low) + low).cast(dt)
+
+  @staticmethod
+  def normal(*shape, mean: float = 0.0, std: float = 1.0, dtype: DTypeLike | None = None, **kw) -> Tensor:
+    """Normal samples: mean + std * randn."""
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    return (Tensor.randn(*shape, dtype=dt, **kw) * std + mean).cast(dt)
+
   # ---- movement (RESHAPE EXPAND PERMUTE PAD SHRINK FLIP) ----
   def reshape(self, *shape) -> Tensor:
+    """The same elements in row-major order under a new shape (one entry may be -1)."""
     shape = _shape_arg(shape)
     if shape.count(-1) > 1: raise SpecError("UOP.RESHAPE", f"only one -1 allowed in {shape}")
     if -1 in shape:
@@ -140,40 +260,225 @@ class Tensor:
     return self if shape == self.shape else self._mov(Ops.RESHAPE, shape)
 
   def expand(self, *shape) -> Tensor:
+    """Broadcast size-1 axes (and new leading axes) to `shape`; -1 keeps an axis."""
     shape = _shape_arg(shape)
     shape = tuple(s if n == -1 else n for s, n in zip((1,) * (len(shape) - self.ndim) + self.shape, shape))
     t = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
     return t if shape == t.shape else t._mov(Ops.EXPAND, shape)
 
   def permute(self, *order) -> Tensor:
+    """Reorder the axes."""
     order = tuple(a % self.ndim for a in _shape_arg(order)) if self.ndim else ()
     return self if order == tuple(range(self.ndim)) else self._mov(Ops.PERMUTE, order)
 
   def pad(self, padding: Sequence[tuple[int, int]]) -> Tensor:
+    """Pad each axis with (before, after) zeros."""
     padding = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
     if any(b < 0 or a < 0 for b, a in padding): raise SpecError("UOP.PAD", f"negative padding {padding}")
     return self if all(p == (0, 0) for p in padding) else self._mov(Ops.PAD, padding)
 
   def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> Tensor:
+    """Keep [start, end) of each axis (None keeps the whole axis)."""
     bounds = tuple((0, n) if b is None else (int(b[0]), int(b[1])) for b, n in zip(bounds, self.shape))
     return self if all(b == (0, n) for b, n in zip(bounds, self.shape)) else self._mov(Ops.SHRINK, bounds)
 
   def flip(self, axis) -> Tensor:
+    """Reverse the order along `axis`."""
     axes = {a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis)}
     return self._mov(Ops.FLIP, tuple(i in axes for i in range(self.ndim)))
 
   def transpose(self, a: int = 1, b: int = 0) -> Tensor:
+    """Swap axes a and b."""
     order = list(range(self.ndim))
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
 
   @property
-  def T(self) -> Tensor: return self.transpose()
+  def T(self) -> Tensor:
+    """The transpose of axes 0 and 1."""
+    return self.transpose()
+
+  def view(self, *shape) -> Tensor:
+    """Same as reshape (every tensor here is a lazy view)."""
+    return self.reshape(*shape)
+
+  def expand_as(self, other: Tensor) -> Tensor:
+    """Broadcast to `other`'s shape."""
+    return self.expand(other.shape)
+
+  def contiguous(self) -> Tensor:
+    """The same values, materialized in their own buffer when realized (CONTIGUOUS)."""
+    return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+
+  def squeeze(self, dim=None) -> Tensor:
+    """Drop size-1 axes: all of them, or those of `dim` (an int or tuple); a named axis of another size stays."""
+    if dim is None: drop = {i for i, n in enumerate(self.shape) if n == 1}
+    else: drop = {d for d in (_axis(a, self.ndim) for a in ((dim,) if isinstance(dim, int) else dim))
+                  if self.shape[d] == 1} if self.ndim else set()
+    return self.reshape(tuple(n for i, n in enumerate(self.shape) if i not in drop))
+
+  def unsqueeze(self, dim: int) -> Tensor:
+    """Insert a size-1 axis at `dim` (negative counts from the end of the result)."""
+    d = _axis(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge axes start_dim..end_dim into one (a 0-d tensor becomes shape (1,), as in torch)."""
+    if self.ndim == 0: return self.reshape(1)
+    s, e = _axis(start_dim, self.ndim), _axis(end_dim, self.ndim)
+    return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+  def unflatten(self, dim: int, sizes) -> Tensor:
+    """Split axis `dim` into `sizes` (one entry may be -1)."""
+    d = _axis(dim, self.ndim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    """Concatenate along `dim`; dtypes promote together (DT.PROMOTE). Each piece is padded to the full length and
+    selected with a padded mask (WHERE), not added, so that -0.0 and NaN pass through unchanged."""
+    ts = (self, *args)
+    d = _axis(dim, self.ndim)
+    for t in ts:
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise SpecError("UOP.PAD", f"cat: shapes {[t.shape for t in ts]} differ outside dim {d}")
+    dt = least_upper_dtype(*(t.dtype for t in ts))
+    total = sum(t.shape[d] for t in ts)
+    pieces, off = [], 0
+    for t in ts:
+      if t.shape[d]: pieces.append((t.cast(dt), off))
+      off += t.shape[d]
+    if not pieces: return ts[0].cast(dt).reshape(ts[0].shape[:d] + (0,) + ts[0].shape[d + 1:])
+    out = None
+    for t, off in pieces:
+      pad = tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(t.ndim))
+      p = t.pad(pad)
+      if out is None: out = p
+      else: out = Tensor.full(t.shape, True, device=t.device).pad(pad).where(p, out)
+    return out
+
+  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    """Join equal-shape tensors along a new axis `dim`."""
+    d = _axis(dim, self.ndim + 1)
+    return Tensor.cat(*(t.unsqueeze(d) for t in (self, *args)), dim=d)
+
+  def split(self, sizes, dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces along `dim`: of `sizes` each (an int; the last may be shorter) or of the listed sizes."""
+    d = _axis(dim, self.ndim)
+    n = self.shape[d]
+    if isinstance(sizes, int): sizes = [min(sizes, n - i) for i in range(0, n, sizes)] if n else [0]
+    if sum(sizes) != n: raise SpecError("UOP.SHRINK", f"split sizes {sizes} do not add up to {n}")
+    offs = [sum(sizes[:i]) for i in range(len(sizes))]
+    return tuple(self.shrink(tuple((o, o + s) if i == d else None for i in range(self.ndim)))
+                 for o, s in zip(offs, sizes))
+
+  def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """At most `chunks` pieces of ceil(n / chunks) along `dim` (torch.chunk)."""
+    n = self.shape[_axis(dim, self.ndim)]
+    return self.split(max(1, -(-n // chunks)), dim)
+
+  def repeat(self, repeats, *args) -> Tensor:
+    """Tile: axis i repeated repeats[i] times (torch.Tensor.repeat; extra leading repeats add axes)."""
+    reps = _shape_arg((repeats, *args) if args else (repeats,) if isinstance(repeats, int) else (repeats,))
+    if len(reps) < self.ndim: raise SpecError("UOP.EXPAND", f"repeat: {len(reps)} repeats for {self.ndim} dims")
+    shape = (1,) * (len(reps) - self.ndim) + self.shape
+    # interleave a broadcast axis before each axis: (r0, s0, r1, s1, ...) then merge the pairs
+    x = self.reshape(tuple(v for n in shape for v in (1, n)))
+    x = x.expand(tuple(v for r, n in zip(reps, shape) for v in (r, n)))
+    return x.reshape(tuple(r * n for r, n in zip(reps, shape)))
+
+  def _stride(self, ax: int, step: int) -> Tensor:
+    """Every `step`-th element of axis `ax`, starting with the first: pad to a multiple, split, keep column 0."""
+    if step == 1: return self
+    n = self.shape[ax]
+    cnt = -(-n // step)
+    x = self.pad(tuple((0, cnt * step - n) if i == ax else (0, 0) for i in range(self.ndim)))
+    x = x.reshape(self.shape[:ax] + (cnt, step) + self.shape[ax + 1:])
+    x = x.shrink(tuple((0, 1) if i == ax + 1 else None for i in range(x.ndim)))
+    return x.reshape(self.shape[:ax] + (cnt,) + self.shape[ax + 1:])
+
+  def __getitem__(self, index) -> Tensor:
+    """Basic indexing (ints, slices with any step, None, Ellipsis) by movement ops, and integer tensor (or list)
+    indices by a one-hot mask and a sum (torch's placement of the broadcast index dims). Out-of-range tensor
+    indices give 0 (torch raises)."""
+    idx = list(index) if isinstance(index, tuple) else [index]
+    idx = [Tensor(i, device=self.device) if isinstance(i, (list, np.ndarray)) else i for i in idx]
+    for i in idx:
+      if not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor))) or isinstance(i, bool):
+        raise TypeError(f"unsupported index {i!r}")
+    used = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if used > self.ndim: raise IndexError(f"too many indices for a tensor of {self.ndim} dims")
+    if sum(i is Ellipsis for i in idx) > 1: raise IndexError("an index can only have a single ellipsis")
+    if Ellipsis in [i for i in idx if not isinstance(i, Tensor)]:
+      e = next(k for k, i in enumerate(idx) if i is Ellipsis)
+      idx[e:e + 1] = [slice(None)] * (self.ndim - used)
+    else: idx += [slice(None)] * (self.ndim - used)
+    # basic indexing: each entry of `idx` that is not None consumes one axis of self
+    x, ax, newshape, rest = self, 0, [], []   # rest: per axis of the result, None (sliced) or the index tensor
+    for i in idx:
+      if i is None:
+        newshape.append(1)
+        rest.append(None)
+        continue
+      n = x.shape[ax]
+      if isinstance(i, int):
+        if not -n <= i < n: raise IndexError(f"index {i} is out of bounds for axis {ax} with size {n}")
+        i %= n
+        x = x.shrink(tuple((i, i + 1) if k == ax else None for k in range(x.ndim)))
+      elif isinstance(i, slice):
+        start, stop, step = i.indices(n)
+        cnt = len(range(start, stop, step))
+        if cnt == 0: bounds = (0, 0)
+        elif step > 0: bounds = (start, start + (cnt - 1) * step + 1)
+        else: bounds = (start + (cnt - 1) * step, start + 1)
+        x = x.shrink(tuple(bounds if k == ax else None for k in range(x.ndim)))
+        if step < 0: x = x.flip(ax)
+        x = x._stride(ax, abs(step))
+        newshape.append(x.shape[ax])
+        rest.append(None)
+      else:
+        newshape.append(n)
+        rest.append(i)
+      ax += 1
+    x = x.reshape(newshape)
+    tix = [k for k, r in enumerate(rest) if r is not None]
+    return x if not tix else x._gather(tix, [rest[k] for k in tix])
+
+  def _gather(self, axes: list[int], index: list[Tensor]) -> Tensor:
+    """Advanced indexing of `axes` by broadcast integer tensors: compare each index with an arange (one-hot) and
+    reduce the selected element. The reduction has at most one nonzero term, so it is exact: floats are summed as
+    their bit patterns (BITCAST to the same-size int), bools with MAX."""
+    for t in index:
+      if not dtypes.is_int(t.dtype): raise IndexError(f"tensor indices must be integers, not {t.dtype!r}")
+    bshape = index[0].shape
+    for t in index[1:]: bshape = _broadcast_shape(bshape, t.shape)
+    others = [k for k in range(self.ndim) if k not in axes]
+    k, nb = len(axes), len(bshape)
+    sizes = [self.shape[a] for a in axes]
+    x = self.permute(others + axes)
+    x = x.reshape(tuple(self.shape[o] for o in others) + (1,) * nb + tuple(sizes))
+    mask = None
+    for j, (t, n) in enumerate(zip(index, sizes)):
+      t = t._expand_to(bshape)
+      t = (t < 0).where(t + n, t)
+      ar = Tensor.arange(n, device=self.device).reshape((1,) * (nb + j) + (n,) + (1,) * (k - j - 1))
+      one = t.reshape(bshape + (1,) * k) == ar
+      mask = one if mask is None else mask & one
+    red = tuple(range(x.ndim - k, x.ndim))
+    if x.dtype == dtypes.bool: out = mask.where(x, False)._reduce(Ops.MAX, red, False)
+    elif dtypes.is_int(x.dtype): out = mask.where(x, 0)._reduce(Ops.ADD, red, False)
+    else:
+      it = _BITS_INT[x.dtype.itemsize]
+      out = mask.where(x.bitcast(it), 0)._reduce(Ops.ADD, red, False).bitcast(x.dtype)
+    # torch: adjacent index tensors put their dims where the first one was; separated ones put them in front
+    no = len(others)
+    pos = axes[0] if axes == list(range(axes[0], axes[0] + k)) else 0
+    return out.permute(list(range(pos)) + list(range(no, no + nb)) + list(range(pos, no)))
 
   def _mov(self, op: Ops, arg) -> Tensor: return Tensor(UOp(op, self.dtype, (self.uop,), arg))
 
   # ---- elementwise ----
   def cast(self, dtype: DTypeLike) -> Tensor:
+    """Convert the values to `dtype` (OP.CAST: float to int truncates and saturates)."""
     dtype = to_dtype(dtype)
     return self if dtype == self.dtype else Tensor(UOp(Ops.CAST, dtype, (self.uop,)))
 
@@ -197,9 +502,15 @@ class Tensor:
     dtype = dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else self.dtype
     return Tensor(UOp(op, dtype, (self.uop, *(s.uop for s in src))))
 
-  def add(self, y, reverse=False) -> Tensor: x, y = self._broadcasted(y, reverse); return x._alu(Ops.ADD, y)
-  def sub(self, y, reverse=False) -> Tensor: x, y = self._broadcasted(y, reverse); return x._alu(Ops.SUB, y)
-  def mul(self, y, reverse=False) -> Tensor: x, y = self._broadcasted(y, reverse); return x._alu(Ops.MUL, y)
+  def add(self, y, reverse=False) -> Tensor:
+    """x + y with broadcasting and promotion (DT.PROMOTE, DT.SCALAR-PROMOTE)."""
+    x, y = self._broadcasted(y, reverse); return x._alu(Ops.ADD, y)
+  def sub(self, y, reverse=False) -> Tensor:
+    """x - y with broadcasting and promotion."""
+    x, y = self._broadcasted(y, reverse); return x._alu(Ops.SUB, y)
+  def mul(self, y, reverse=False) -> Tensor:
+    """x * y with broadcasting and promotion."""
+    x, y = self._broadcasted(y, reverse); return x._alu(Ops.MUL, y)
 
   def div(self, y, reverse=False) -> Tensor:
     """True division: integer operands are divided as default floats (DT.PROMOTE.float)."""
@@ -207,9 +518,13 @@ class Tensor:
     dt = least_upper_float(x.dtype)
     return x.cast(dt)._alu(Ops.FDIV, y.cast(dt))
 
-  def maximum(self, y) -> Tensor: x, y = self._broadcasted(y); return x._alu(Ops.MAX, y)
-  def minimum(self, y) -> Tensor: x, y = self._broadcasted(y); return -((-x).maximum(-y)) \
-      if dtypes.is_float(x.dtype) else (x < y).where(x, y)
+  def maximum(self, y) -> Tensor:
+    """Elementwise max; NaN propagates (OP.MAX.nan)."""
+    x, y = self._broadcasted(y); return x._alu(Ops.MAX, y)
+  def minimum(self, y) -> Tensor:
+    """Elementwise min; NaN propagates (floats: -max(-x, -y))."""
+    x, y = self._broadcasted(y)
+    return -((-x).maximum(-y)) if dtypes.is_float(x.dtype) else (x < y).where(x, y)
 
   def __lt__(self, y) -> Tensor: x, y = self._broadcasted(y); return x._alu(Ops.CMPLT, y)
   def __gt__(self, y) -> Tensor: x, y = self._broadcasted(y, True); return x._alu(Ops.CMPLT, y)
@@ -229,13 +544,239 @@ class Tensor:
 
   def __neg__(self) -> Tensor:
     return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.NEG)
-  def logical_not(self) -> Tensor: return self != True  # noqa: E712
-  def relu(self) -> Tensor: return self.maximum(0)
-  def exp2(self) -> Tensor: return self.cast(least_upper_float(self.dtype))._alu(Ops.EXP2)
-  def log2(self) -> Tensor: return self.cast(least_upper_float(self.dtype))._alu(Ops.LOG2)
-  def sqrt(self) -> Tensor: return self.cast(least_upper_float(self.dtype))._alu(Ops.SQRT)
-  def sin(self) -> Tensor: return self.cast(least_upper_float(self.dtype))._alu(Ops.SIN)
-  def reciprocal(self) -> Tensor: return self.cast(least_upper_float(self.dtype))._alu(Ops.RECIPROCAL)
+  def neg(self) -> Tensor:
+    """-x (logical not for bool, like tinygrad; torch refuses bool)."""
+    return -self
+  def logical_not(self) -> Tensor:
+    """x == 0 as bool (NaN counts as true, so its logical not is false)."""
+    return self.cast(dtypes.bool)._alu(Ops.CMPNE, Tensor(True, device=self.device)._expand_to(self.shape))
+  def relu(self) -> Tensor:
+    """max(x, 0), keeping -0.0 and NaN as they are (torch): x where x < 0 is false."""
+    return (self < 0).where(0, self)
+  def exp2(self) -> Tensor:
+    """2**x (EXP2) in the default float for non-floats."""
+    return self.cast(least_upper_float(self.dtype))._alu(Ops.EXP2)
+  def log2(self) -> Tensor:
+    """log2 x (LOG2)."""
+    return self.cast(least_upper_float(self.dtype))._alu(Ops.LOG2)
+  def sqrt(self) -> Tensor:
+    """Square root (SQRT)."""
+    return self.cast(least_upper_float(self.dtype))._alu(Ops.SQRT)
+  def sin(self) -> Tensor:
+    """Sine (SIN)."""
+    return self.cast(least_upper_float(self.dtype))._alu(Ops.SIN)
+  def reciprocal(self) -> Tensor:
+    """1 / x (RECIPROCAL)."""
+    return self.cast(least_upper_float(self.dtype))._alu(Ops.RECIPROCAL)
+
+  def __le__(self, y) -> Tensor: x, y = self._broadcasted(y); return x._alu(Ops.CMPLT, y) | x._alu(Ops.CMPEQ, y)
+  def __ge__(self, y) -> Tensor: x, y = self._broadcasted(y, True); return x._alu(Ops.CMPLT, y) | x._alu(Ops.CMPEQ, y)
+
+  # dtype shorthands
+  def float(self) -> Tensor:
+    """Cast to float32."""
+    return self.cast(dtypes.float32)
+  def half(self) -> Tensor:
+    """Cast to float16."""
+    return self.cast(dtypes.float16)
+  def double(self) -> Tensor:
+    """Cast to float64."""
+    return self.cast(dtypes.float64)
+  def int(self) -> Tensor:
+    """Cast to int32 (torch's .int() too)."""
+    return self.cast(dtypes.int32)
+  def long(self) -> Tensor:
+    """Cast to int64."""
+    return self.cast(dtypes.int64)
+  def bool(self) -> Tensor:
+    """Cast to bool (x != 0; NaN is true)."""
+    return self.cast(dtypes.bool)
+
+  def bitcast(self, dtype: DTypeLike) -> Tensor:
+    """Reinterpret the bits as `dtype` of the same itemsize (OP.BITCAST)."""
+    dtype = to_dtype(dtype)
+    if dtype.itemsize != self.dtype.itemsize:
+      raise SpecError("OP.BITCAST.size", f"cannot bitcast {self.dtype!r} to {dtype!r}: itemsizes differ")
+    return self if dtype == self.dtype else Tensor(UOp(Ops.BITCAST, dtype, (self.uop,)))
+
+  # integer-valued division with torch's floor semantics
+  def _floor_correction(self, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """CDIV and CMOD of integers, and the mask of the places where truncation and floor differ: a nonzero remainder
+    whose sign differs from the divisor's. x // 0 and x % 0 keep OP.CDIV.zero / OP.CMOD.zero (-1 and x)."""
+    q, r = self._alu(Ops.CDIV, y), self._alu(Ops.CMOD, y)
+    fix = (r != 0) & ((r < 0) != (y < 0)) & (y != 0)
+    return q, r, fix
+
+  def __floordiv__(self, y) -> Tensor:
+    """Floor division (torch's `//`). Integers: CDIV corrected by one where the signs call for it. Floats:
+    floor(x / y) with a rounded FDIV, which can differ from torch (it divides the exact fmod) when the rounded
+    quotient lands on an integer."""
+    x, y = self._broadcasted(y)
+    return x._floordiv(y)
+  def __rfloordiv__(self, y) -> Tensor: x, y = self._broadcasted(y, True); return x._floordiv(y)
+
+  def _floordiv(self, y: Tensor) -> Tensor:
+    if dtypes.is_float(self.dtype):
+      q = self._alu(Ops.FDIV, y).floor()
+      # torch (and Python): a finite x over an infinite y of the other sign is -1, an infinite x gives NaN
+      finite = (self - self) == 0
+      q = (y.isinf() & (self != 0) & ((self < 0) != (y < 0))).where(-1.0, q)
+      return finite.where(q, math.nan)
+    if self.dtype == dtypes.bool: raise SpecError("OP.CDIV", "floor division of bool tensors")
+    q, _, fix = self._floor_correction(y)
+    return fix.where(q - 1, q)
+
+  def __mod__(self, y) -> Tensor:
+    """Remainder with the sign of the divisor (torch's `%`, Python's). Integers: CMOD plus the divisor where the
+    signs differ. Floats: x - floor(x / y) * y, then forced into the divisor's sign range; this can differ from
+    torch's exact fmod-based result by rounding when |x / y| is large."""
+    x, y = self._broadcasted(y)
+    return x._mod(y)
+  def __rmod__(self, y) -> Tensor: x, y = self._broadcasted(y, True); return x._mod(y)
+
+  def _mod(self, y: Tensor) -> Tensor:
+    if dtypes.is_float(self.dtype):
+      r = self - self._alu(Ops.FDIV, y).floor() * y
+      # rounding can leave r on the wrong side of 0 or equal to y; fold it back like Python's float %
+      r = ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
+      r = (r == y).where(r * 0, r)
+      # torch (and Python): a finite x modulo an infinite y is x when the signs agree (or x is 0), else y
+      finite = (self - self) == 0
+      keep = (self == 0) | ((self < 0) == (y < 0))
+      return (y.isinf() & finite).where(keep.where(self, y), r)
+    if self.dtype == dtypes.bool: raise SpecError("OP.CMOD", "remainder of bool tensors")
+    _, r, fix = self._floor_correction(y)
+    return fix.where(r + y, r)
+
+  def pow(self, y, reverse: bool = False) -> Tensor:
+    """x ** y with the POW op (OP.POW): an int tensor to an int power stays int (negative powers follow
+    OP.POW.negative-exponent where torch raises); a float operand makes it float. bool ** bool is x | ~y."""
+    x, y = self._broadcasted(y, reverse)
+    if x.dtype == dtypes.bool: return x | y.logical_not()
+    return x._alu(Ops.POW, y)
+  def __pow__(self, y) -> Tensor: return self.pow(y)
+  def __rpow__(self, y) -> Tensor: return self.pow(y, True)
+
+  # bitwise (bool and int only)
+  def _bitwise(self, op: Ops, y, reverse: bool = False) -> Tensor:
+    x, y = self._broadcasted(y, reverse)
+    if dtypes.is_float(x.dtype): raise SpecError(f"OP.{op.name}", f"bitwise {op.name} of {x.dtype!r}")
+    return x._alu(op, y)
+  def __and__(self, y) -> Tensor: return self._bitwise(Ops.AND, y)
+  def __or__(self, y) -> Tensor: return self._bitwise(Ops.OR, y)
+  def __xor__(self, y) -> Tensor: return self._bitwise(Ops.XOR, y)
+  def __rand__(self, y) -> Tensor: return self._bitwise(Ops.AND, y, True)
+  def __ror__(self, y) -> Tensor: return self._bitwise(Ops.OR, y, True)
+  def __rxor__(self, y) -> Tensor: return self._bitwise(Ops.XOR, y, True)
+  def __lshift__(self, y) -> Tensor:
+    """x << y; the count is taken modulo the bit width (OP.SHL.count)."""
+    return self._bitwise(Ops.SHL, y)
+  def __rshift__(self, y) -> Tensor:
+    """x >> y: arithmetic for signed, logical for unsigned (OP.SHR)."""
+    return self._bitwise(Ops.SHR, y)
+  def __rlshift__(self, y) -> Tensor: return self._bitwise(Ops.SHL, y, True)
+  def __rrshift__(self, y) -> Tensor: return self._bitwise(Ops.SHR, y, True)
+  def __invert__(self) -> Tensor:
+    """Bitwise not (logical not for bool): XOR with all ones."""
+    if dtypes.is_float(self.dtype): raise SpecError("OP.XOR", f"bitwise not of {self.dtype!r}")
+    return self.logical_not() if self.dtype == dtypes.bool else self ^ -1
+
+  # sign, rounding
+  def abs(self) -> Tensor:
+    """|x|: max(x, -x), so abs(-0.0) = 0.0 and NaN stays NaN; unsigned and bool are unchanged."""
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype): return self
+    return self.maximum(-self)
+  def sign(self) -> Tensor:
+    """-1, 0 or 1 in the input dtype; like torch, sign(-0.0) = 0 and sign(NaN) = 0."""
+    if self.dtype == dtypes.bool: return self
+    return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+  def trunc(self) -> Tensor:
+    """Round toward zero (TRUNC); integers are unchanged."""
+    return self._alu(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
+  def floor(self) -> Tensor:
+    """Round down: trunc, minus one where trunc went up (negative non-integers); keeps -0.0."""
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    return (self < t).where(t - 1, t)
+  def ceil(self) -> Tensor:
+    """Round up: trunc, plus one where trunc went down; ceil(-0.5) = -0.0 as in torch."""
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    return (self > t).where(t + 1, t)
+  def round(self) -> Tensor:
+    """Round to nearest, ties to even (torch.round). Built from trunc and the exact fraction x - trunc(x)."""
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    frac = (self - t).abs()
+    away = t + self.sign()           # the neighbour away from zero
+    t_even = (t - (t / 2).trunc() * 2) == 0
+    return (frac > 0.5).where(away, ((frac == 0.5) & t_even.logical_not()).where(away, t))
+
+  # transcendental: compositions of EXP2, LOG2, SIN, SQRT, RECIPROCAL
+  def exp(self) -> Tensor:
+    """e**x = exp2(x * log2(e))."""
+    x = self.cast(least_upper_float(self.dtype))
+    return (x * (1 / math.log(2))).exp2()
+  def log(self) -> Tensor:
+    """ln x = log2(x) * ln(2)."""
+    return self.log2() * math.log(2)
+  def rsqrt(self) -> Tensor:
+    """1 / sqrt(x)."""
+    return self.sqrt().reciprocal()
+  def cos(self) -> Tensor:
+    """cos x = sin(pi/2 - x)."""
+    x = self.cast(least_upper_float(self.dtype))
+    return (math.pi / 2 - x).sin()
+  def tan(self) -> Tensor:
+    """sin x / cos x."""
+    return self.sin() / self.cos()
+  def sigmoid(self) -> Tensor:
+    """1 / (1 + e**-x)."""
+    x = self.cast(least_upper_float(self.dtype))
+    return (1 + (-x).exp()).reciprocal()
+  def tanh(self) -> Tensor:
+    """2 * sigmoid(2x) - 1 (tinygrad's composition; loses relative accuracy near 0)."""
+    return 2 * (2 * self.cast(least_upper_float(self.dtype))).sigmoid() - 1
+  def gelu(self) -> Tensor:
+    """The tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (torch's approximate='tanh')."""
+    x = self.cast(least_upper_float(self.dtype))
+    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+  def silu(self) -> Tensor:
+    """x * sigmoid(x)."""
+    return self * self.sigmoid()
+  def swish(self) -> Tensor:
+    """Same as silu."""
+    return self.silu()
+  def softplus(self, beta=1) -> Tensor:
+    """log(1 + e**(beta x)) / beta, as relu(x) + log(1 + e**-|beta x|) / beta so that large x do not overflow."""
+    x = self.cast(least_upper_float(self.dtype))
+    return x.relu() + (1 + (-(x * beta).abs()).exp()).log() * (1 / beta)
+  def elu(self, alpha=1.0) -> Tensor:
+    """x for x > 0, alpha (e**x - 1) otherwise."""
+    x = self.cast(least_upper_float(self.dtype))
+    return (x > 0).where(x, alpha * (x.exp() - 1))
+  def leaky_relu(self, neg_slope=0.01) -> Tensor:
+    """x for x >= 0, neg_slope * x otherwise."""
+    return (self < 0).where(self * neg_slope, self)
+  def relu6(self) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return self.clip(0, 6)
+  def hardtanh(self, min_val=-1, max_val=1) -> Tensor:
+    """x clipped to [min_val, max_val]."""
+    return self.clip(min_val, max_val)
+  def clip(self, min_=None, max_=None) -> Tensor:
+    """Clamp to [min_, max_] (either may be None); NaN stays NaN."""
+    if min_ is None and max_ is None: raise ValueError("clip needs at least one of min_ and max_")
+    x = self if min_ is None else self.maximum(min_)
+    return x if max_ is None else x.minimum(max_)
+  clamp = clip
+  def isnan(self) -> Tensor:
+    """x != x."""
+    return self != self
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    """x == +inf (if detect_positive) or x == -inf (if detect_negative)."""
+    if not dtypes.is_float(self.dtype): return Tensor.full(self.shape, False, device=self.device)
+    return ((self == math.inf) & detect_positive) | ((self == -math.inf) & detect_negative)
 
   __add__, __sub__, __mul__, __truediv__ = add, sub, mul, div
   def __radd__(self, y): return self.add(y, True)
@@ -244,19 +785,135 @@ class Tensor:
   def __rtruediv__(self, y): return self.div(y, True)
 
   # ---- reductions ----
+  def _axes(self, axis) -> tuple[int, ...]:
+    if axis is None: return tuple(range(self.ndim))
+    if not self.ndim: return ()
+    return tuple(sorted({_axis(a, self.ndim) for a in ((axis,) if isinstance(axis, int) else axis)}))
+
   def _reduce(self, op: Ops, axis, keepdim: bool) -> Tensor:
-    axes = tuple(range(self.ndim)) if axis is None else tuple(a % self.ndim for a in
-                                                            ((axis,) if isinstance(axis, int) else axis))
-    ret = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, tuple(sorted(set(axes))))))
+    axes = self._axes(axis)
+    if not axes: return self   # nothing to reduce (a 0-d tensor, or axis=())
+    ret = Tensor(UOp(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes)))
     return ret if keepdim else ret.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
 
-  def sum(self, axis=None, keepdim: bool = False) -> Tensor:
-    from refimpl.dtype import sum_acc_dtype
-    acc = sum_acc_dtype(self.dtype)
+  def sum(self, axis=None, keepdim: bool = False, dtype: DTypeLike | None = None) -> Tensor:
+    """Sum over `axis` (int, tuple or None for all). Accumulates in sum_acc_dtype (DT.SUM: int32 for small ints and
+    bool where torch uses int64); float16/bfloat16 sums come back in the input type; `dtype` overrides both."""
+    acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
     out = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
-    return out.cast(self.dtype) if self.dtype in (dtypes.float16, dtypes.bfloat16) else out
+    return out.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else out
 
-  def max(self, axis=None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
+  def prod(self, axis=None, keepdim: bool = False, dtype: DTypeLike | None = None) -> Tensor:
+    """Product over `axis`, accumulated like sum (DT.SUM; torch uses int64 for integer inputs)."""
+    acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
+    out = self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
+    return out.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else out
+
+  def max(self, axis=None, keepdim: bool = False) -> Tensor:
+    """Maximum over `axis`; NaN propagates (OP.MAX.nan). The max over zero elements is the dtype's minimum."""
+    return self._reduce(Ops.MAX, axis, keepdim)
+
+  def _inverse(self) -> Tensor:
+    """An order-reversing bijection: -x for floats, ~x for ints (no overflow, unlike -x), not for bool."""
+    return -self if dtypes.is_float(self.dtype) else ~self
+
+  def min(self, axis=None, keepdim: bool = False) -> Tensor:
+    """Minimum over `axis`, as the inverse of the max of the inverse."""
+    return self._inverse().max(axis, keepdim)._inverse()
+
+  def mean(self, axis=None, keepdim: bool = False) -> Tensor:
+    """Sum divided by the count, in the default float for int/bool inputs; NaN over zero elements."""
+    x = self.cast(least_upper_float(self.dtype))
+    n = math.prod(self.shape[a] for a in self._axes(axis))
+    out = x.sum(axis, keepdim)
+    return out.div(n).cast(x.dtype) if n else (out * math.nan).cast(x.dtype)
+
+  def var(self, axis=None, keepdim: bool = False, correction=1) -> Tensor:
+    """Variance: sum((x - mean)^2) / (n - correction) (torch's default correction=1)."""
+    x = self.cast(least_upper_float(self.dtype))
+    n = math.prod(self.shape[a] for a in self._axes(axis))
+    d = x - x.mean(axis, keepdim=True)
+    return (d * d).sum(axis, keepdim).div(max(0, n - correction))
+
+  def std(self, axis=None, keepdim: bool = False, correction=1) -> Tensor:
+    """sqrt(var)."""
+    return self.var(axis, keepdim, correction).sqrt()
+
+  def argmax(self, axis=None, keepdim: bool = False) -> Tensor:
+    """Index of the first maximum (NaN counts as the maximum, as in torch), over the flattened tensor for
+    axis=None. The result is int32 (tinygrad; torch returns int64)."""
+    if axis is None:
+      out = self.flatten().argmax(0)
+      return out.reshape((1,) * self.ndim) if keepdim else out
+    ax = _axis(axis, self.ndim)
+    n = self.shape[ax] if self.ndim else 1
+    x = self.reshape(1) if self.ndim == 0 else self
+    m = x.max(ax, keepdim=True)
+    hit = x == m
+    if dtypes.is_float(x.dtype): hit = hit | x.isnan()
+    # count down from n so that the max over the hits picks the first one
+    down = Tensor.arange(n, 0, -1, device=self.device).reshape(tuple(n if i == ax else 1 for i in range(x.ndim)))
+    out = n - hit.where(down, 0).max(ax, keepdim=True)
+    if self.ndim == 0: return out.reshape(())
+    return out if keepdim else out.reshape(tuple(s for i, s in enumerate(x.shape) if i != ax))
+
+  def argmin(self, axis=None, keepdim: bool = False) -> Tensor:
+    """Index of the first minimum (argmax of the inverse)."""
+    x = self.logical_not() if self.dtype == dtypes.bool else self._inverse()
+    return x.argmax(axis, keepdim)
+
+  def any(self, axis=None, keepdim: bool = False) -> Tensor:
+    """Whether any element is nonzero (False over zero elements)."""
+    return self.cast(dtypes.bool).max(axis, keepdim)
+
+  def all(self, axis=None, keepdim: bool = False) -> Tensor:
+    """Whether every element is nonzero (True over zero elements)."""
+    return self.logical_not().any(axis, keepdim).logical_not()
+
+  def softmax(self, axis=-1, dtype: DTypeLike | None = None) -> Tensor:
+    """e**(x - max) / sum(e**(x - max)) along `axis`."""
+    x = self.cast(dtype) if dtype is not None else self.cast(least_upper_float(self.dtype))
+    e = (x - x.max(axis, keepdim=True)).exp()
+    return e / e.sum(axis, keepdim=True)
+
+  def log_softmax(self, axis=-1, dtype: DTypeLike | None = None) -> Tensor:
+    """x - max - log(sum(e**(x - max))) along `axis`."""
+    x = self.cast(dtype) if dtype is not None else self.cast(least_upper_float(self.dtype))
+    d = x - x.max(axis, keepdim=True)
+    return d - d.exp().sum(axis, keepdim=True).log()
+
+  def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
+    """log(sum(e**x)) computed as m + log(sum(e**(x - m))) with m the max (0 where the max is infinite, so that an
+    all -inf slice gives -inf as in torch)."""
+    x = self.cast(least_upper_float(self.dtype))
+    m = x.max(axis, keepdim=True)
+    m = m.isinf().where(0, m)
+    out = (x - m).exp().sum(axis, keepdim=True).log() + m
+    return out if keepdim else out.reshape(tuple(n for i, n in enumerate(self.shape) if i not in self._axes(axis)))
+
+  def cumsum(self, axis: int = 0) -> Tensor:
+    """Running sum along `axis` (accumulated like sum, DT.SUM): the axis is padded with n-1 zeros in front and each
+    output reads a window of n, made by movement ops alone, then summed."""
+    if self.ndim == 0: return self.sum()
+    ax = _axis(axis, self.ndim)
+    n = self.shape[ax]
+    if n == 0: return self.cast(sum_acc_dtype(self.dtype))
+    x = self.transpose(ax, -1) if ax != self.ndim - 1 else self
+    x = x.pad(((0, 0),) * (x.ndim - 1) + ((n - 1, 0),))._windows(n, 1, 1).sum(-1)
+    x = x.cast(self.dtype) if self.dtype in (dtypes.float16, dtypes.bfloat16) else x
+    return x.transpose(ax, -1) if ax != self.ndim - 1 else x
+
+  def _windows(self, k: int, s: int, d: int) -> Tensor:
+    """Sliding windows over the last axis: (..., n) -> (..., o, k) with out[..., i, j] = x[..., i*s + j*d] and
+    o = (n - d*(k-1) - 1) // s + 1. Made by movement ops alone: the axis is tiled k times and read back in rows of
+    n + d, which shifts each row by d; then the row starts are strided by s."""
+    *pre, n = self.shape
+    o = (n - d * (k - 1) - 1) // s + 1
+    if o <= 0: raise SpecError("UOP.SHRINK", f"window of {k} (dilation {d}) does not fit in {n}")
+    x = self.reshape(*pre, 1, n).expand(*pre, k, n).reshape(*pre, k * n)
+    x = x.pad(((0, 0),) * len(pre) + ((0, k * d),)).reshape(*pre, k, n + d)
+    x = x.shrink(tuple([None] * (len(pre) + 1) + [(0, (o - 1) * s + 1)]))._stride(len(pre) + 1, s)
+    return x.transpose(-1, -2)
 
   # ---- linear algebra ----
   def matmul(self, w: Tensor) -> Tensor:
@@ -273,6 +930,138 @@ class Tensor:
     return out
 
   __matmul__ = matmul
+  def __rmatmul__(self, x) -> Tensor: return Tensor(x, device=self.device).matmul(self) if not isinstance(x, Tensor) \
+      else x.matmul(self)
+
+  def dot(self, w: Tensor) -> Tensor:
+    """Same as matmul."""
+    return self.matmul(w)
+
+  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight + bias with tinygrad's weight layout (in_features, out_features) (torch's F.linear takes the
+    transpose); a 1-d weight multiplies elementwise."""
+    x = self * weight if weight.ndim == 1 else self.matmul(weight)
+    return x if bias is None else x + bias
+
+  @staticmethod
+  def einsum(formula: str, *operands, dtype: DTypeLike | None = None) -> Tensor:
+    """Einstein summation over letters (no '...'): a repeated letter within an operand takes its diagonal; each
+    operand is permuted and reshaped onto the sorted list of all letters, the operands are multiplied with
+    broadcasting, and the letters missing from the output are summed. Without '->' the output is the letters that
+    occur once, sorted (numpy/torch)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    formula = formula.replace(" ", "")
+    lhs, out = formula.split("->") if "->" in formula else (formula, None)
+    ins = lhs.split(",")
+    if len(ins) != len(operands): raise ValueError(f"einsum: {len(ins)} inputs in {formula!r}, {len(operands)} given")
+    if out is None: out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    letters = sorted(set(lhs) - {","})
+    sizes: dict[str, int] = {}
+    terms = []
+    for spec, t in zip(ins, operands):
+      if len(spec) != t.ndim: raise ValueError(f"einsum: {spec!r} does not match the shape {t.shape}")
+      spec = list(spec)
+      while (rep := next((c for c in spec if spec.count(c) > 1), None)) is not None:
+        i, j = [k for k, c in enumerate(spec) if c == rep][:2]
+        t = t._diagonal(i, j)
+        spec = [c for k, c in enumerate(spec) if k not in (i, j)] + [rep]
+      for c, n in zip(spec, t.shape):
+        if sizes.setdefault(c, n) != n and 1 not in (sizes[c], n): raise ValueError(f"einsum: sizes of {c!r} differ")
+        sizes[c] = max(sizes[c], n) if 1 in (sizes[c], n) else n
+      t = t.permute([spec.index(c) for c in letters if c in spec])
+      terms.append(t.reshape(tuple(t.shape[[c for c in letters if c in spec].index(c)] if c in spec else 1
+                                   for c in letters)))
+    prod = terms[0]
+    for t in terms[1:]: prod = prod * t
+    prod = prod.expand(tuple(sizes[c] for c in letters))
+    summed = [i for i, c in enumerate(letters) if c not in out]
+    red = prod.sum(tuple(summed)) if summed else prod
+    kept = [c for c in letters if c in out]
+    red = red.permute([kept.index(c) for c in out])
+    return red.cast(dtype) if dtype is not None else red
+
+  def _diagonal(self, i: int, j: int) -> Tensor:
+    """The diagonal of axes i and j (equal sizes), as a new last axis: flatten the pair and keep every (n+1)-th."""
+    n = self.shape[i]
+    rest = [k for k in range(self.ndim) if k not in (i, j)]
+    x = self.permute(rest + [i, j]).reshape(*(self.shape[k] for k in rest), n * n)
+    return x._stride(x.ndim - 1, n + 1)
+
+  def _pool(self, k: Sequence[int], s: Sequence[int], d: Sequence[int]) -> Tensor:
+    """Sliding windows over the last len(k) axes: (..., n1, .., nm) -> (..., o1, .., om, k1, .., km)."""
+    m = len(k)
+    x, p = self, self.ndim - m
+    for i in range(m):
+      # x is (pre, o1..o_i, n_{i+1}..n_m, k1..k_i): window axis p+i moved last gives (..., o_{i+1}, k_{i+1}) at the end
+      ax = p + i
+      x = x.permute([a for a in range(x.ndim) if a != ax] + [ax])._windows(k[i], s[i], d[i])
+      L = x.ndim
+      x = x.permute(list(range(p + i)) + [L - 2] + list(range(p + i, L - 2)) + [L - 1])
+    return x
+
+  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
+             dtype: DTypeLike | None = None) -> Tensor:
+    """Convolution (torch's cross-correlation) over the trailing spatial axes of (N, Cin, *spatial) with weight
+    (Cout, Cin // groups, *kernel). padding is an int, one per spatial axis, or two per axis in tinygrad's order
+    (last axis first: (left, right, top, bottom)). Built as im2col: pad, sliding windows by movement ops,
+    broadcast multiply with the weight and a sum over (Cin // groups, *kernel)."""
+    ks = weight.shape[2:]
+    m = len(ks)
+    bs, cin = self.shape[:2]
+    cout, cpg = weight.shape[:2]
+    if cin != cpg * groups or cout % groups: raise SpecError("UOP.RESHAPE", f"conv2d: input {self.shape} with "
+                                                             f"weight {weight.shape} and groups={groups}")
+    st, dl = _tuple(stride, m), _tuple(dilation, m)
+    pads = _conv_padding(padding, m)
+    x = self.pad(((0, 0), (0, 0), *pads))
+    x = x._pool(ks, st, dl)                                         # (N, Cin, *o, *k)
+    os = x.shape[2:2 + m]
+    x = x.reshape(bs, groups, 1, cpg, *os, *ks)
+    w = weight.reshape(1, groups, cout // groups, cpg, *((1,) * m), *ks)
+    out = (x * w).sum((3, *range(4 + m, 4 + 2 * m)), dtype=dtype)
+    out = out.reshape(bs, cout, *os)
+    return out if bias is None else out + bias.reshape(1, -1, *((1,) * m))
+
+  def _pool_setup(self, kernel_size, stride, dilation, padding, ceil_mode):
+    ks = _tuple(kernel_size, 2)
+    m = len(ks)
+    st = _tuple(stride if stride is not None else ks, m)
+    dl = _tuple(dilation, m)
+    pads = _conv_padding(padding, m)
+    extra = []
+    for n, k, s, d, (pb, pa) in zip(self.shape[-m:], ks, st, dl, pads):
+      span = n + pb + pa - d * (k - 1) - 1
+      o = (-(-span // s) if ceil_mode else span // s) + 1
+      # torch (ceil_mode): the last window must start inside the input or the left padding
+      if ceil_mode and (o - 1) * s >= n + pb: o -= 1
+      extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (n + pb + pa)))
+    return ks, st, dl, pads, extra
+
+  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False) -> Tensor:
+    """Max over windows of the trailing len(kernel_size) axes; padding counts as -inf (torch.nn.functional)."""
+    ks, st, dl, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode)
+    m = len(ks)
+    full = tuple((0, 0) for _ in range(self.ndim - m)) + tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
+    inside = Tensor.full(self.shape, True, device=self.device).pad(full)
+    x = inside.where(self.pad(full), dtypes.min(self.dtype))
+    return x._pool(ks, st, dl).max(tuple(range(-m, 0)))
+
+  def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> Tensor:
+    """Mean over windows of the trailing len(kernel_size) axes. The divisor is the window's count of input elements,
+    plus its explicit padding when count_include_pad; the extra right padding of ceil_mode is never counted (torch)."""
+    ks, st, dl, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode)
+    m = len(ks)
+    lead = tuple((0, 0) for _ in range(self.ndim - m))
+    full = lead + tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
+    x = self.cast(least_upper_float(self.dtype))
+    sums = x.pad(full)._pool(ks, st, dl).sum(tuple(range(-m, 0)))
+    if count_include_pad:   # the explicit padding counts, the ceil_mode extra does not
+      ones = Tensor.full(tuple(n + pb + pa for n, (pb, pa) in zip(self.shape[-m:], pads)), 1.0, dtype=x.dtype,
+                         device=self.device).pad(tuple((0, e) for e in extra))
+    else: ones = Tensor.full(self.shape[-m:], 1.0, dtype=x.dtype, device=self.device).pad(full[-m:])
+    count = ones._pool(ks, st, dl).sum(tuple(range(-m, 0)))
+    return sums / count
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -281,6 +1070,28 @@ class Tensor:
 def _shape_arg(shape) -> tuple[int, ...]:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = shape[0]
   return tuple(int(s) for s in shape)
+
+
+def _axis(a: int, n: int) -> int:
+  """A possibly negative axis number, checked against `n` axes."""
+  if not -max(n, 1) <= a < max(n, 1): raise IndexError(f"axis {a} is out of range for {n} dims")
+  return a % max(n, 1)
+
+
+_BITS_INT = {1: dtypes.uint8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
+
+
+def _tuple(x, n: int) -> tuple[int, ...]:
+  return (int(x),) * n if isinstance(x, int) else tuple(int(v) for v in x)
+
+
+def _conv_padding(padding, m: int) -> tuple[tuple[int, int], ...]:
+  """Per spatial axis (before, after) from an int, m ints, or 2m ints in tinygrad's last-axis-first order."""
+  if isinstance(padding, int): return ((padding, padding),) * m
+  padding = tuple(int(p) for p in padding)
+  if len(padding) == m: return tuple((p, p) for p in padding)
+  if len(padding) == 2 * m: return tuple((padding[2 * i], padding[2 * i + 1]) for i in reversed(range(m)))
+  raise ValueError(f"padding {padding} for {m} spatial axes")
 
 
 def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
