@@ -70,3 +70,11 @@ def test_lossless_int_cast_roundtrip_is_removed_and_lossy_one_kept():
   assert a.cast(dtypes.int32).cast(dtypes.int8).simplify() is a
   b = UOp.variable("b", -5, 5, dtypes.int32)
   assert b.cast(dtypes.int8).cast(dtypes.int32).simplify() is b.cast(dtypes.int8).cast(dtypes.int32)
+
+
+def test_guard_with_a_modulo_short_circuits_on_a_zero_divisor():
+  # RW.IDX.mod-mod-divisor's guard is `c2 > 0 and c1 % c2 == 0`: with c2 = 0 it must decline, not divide by zero
+  x = UOp.variable("x", 0, 100)
+  e = (x % 6) % 0
+  assert e.simplify() is x % 6 % 0 or e.simplify().op is Ops.CMOD
+  assert evaluate(e.simplify(), {"x": 7}) == evaluate(e, {"x": 7})

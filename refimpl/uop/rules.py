@@ -183,6 +183,10 @@ _PY_GUARD_OPS: dict[str, Callable] = {
 def _geval(g: G, env: dict, ops: dict):
   if isinstance(g, GInt): return g.value
   if isinstance(g, GRef): return env[g.key]
+  if ops is _PY_GUARD_OPS and g.op in ("and", "or"):
+    # short-circuit, so `val(c) > 0 and x % val(c) == 0` never divides by zero (z3 gets both sides: its % is total)
+    first = _geval(g.args[0], env, ops)
+    return first if (g.op == "and") != bool(first) else _geval(g.args[1], env, ops)
   return ops[g.op](*(_geval(a, env, ops) for a in g.args))
 
 
