@@ -76,3 +76,33 @@ def test_seed_000_tensor_sections_run_on_python():
   assert ns["A"].uop is ns["B"].uop
   store = ns["rewritten_ast"].src[0]
   assert store.src[1].src[1].arg == 7      # `t + 3 + 4` constant-folded to `+ 7` in the kernel
+
+
+@needs_seeds
+def test_seed_003_tensor_fragments_run_on_python():
+  """Seed 003's examples are fragments without imports; those using only tensors run with Tensor and np given."""
+  import numpy as np
+  from refimpl import Tensor, dtypes
+  text = next(SEEDS.glob("003_*")).read_text()
+  other = re.compile(r"backward|grad|nn\.|optim|jit|class |def |torch|safe_|state_dict|Device\(|\.to\(|GPU|\.\.\.")
+  blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "Tensor" in b and not other.search(b)]
+  assert len(blocks) >= 3
+  for b in blocks: _run_blocks([b], {"Tensor": Tensor, "dtypes": dtypes, "np": np}, compare=False)
+
+
+@needs_seeds
+def test_seed_001_tensor_api_lines_run_on_python():
+  """Seed 001 is a web page without code fences: its Python statements from "Setup" to "The Three Operation Types"
+  (Tensor API, materializing, laziness) run one after another. Lines about a training loss or setting DEBUG in the
+  environment belong to other parts and are left out."""
+  import numpy as np
+  from refimpl import Tensor
+  text = next(SEEDS.glob("001_*")).read_text()
+  part = text[text.index("Part 2: Setup and First Steps"):text.index("Part 5: The Three Operation Types")]
+  stmt = re.compile(r"^(from |[a-z_][a-z_0-9]* = |print\(|[a-z]\.realize\(\))")
+  lines = [ln for ln in part.splitlines() if stmt.match(ln) and "loss" not in ln and "os." not in ln]
+  assert len(lines) >= 30
+  ns = {"Tensor": Tensor, "np": np}
+  _run_blocks(["\n".join(lines)], ns, compare=False)
+  assert ns["m"].shape == (4, 1) and ns["c"].shape == (4, 4) and ns["arr"].shape == (3, 3)
+  assert ns["y"].uop.op.name == "ADD"
