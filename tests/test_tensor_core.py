@@ -89,3 +89,10 @@ def test_zero_size_and_one_size_dims():
   assert z.sum(axis=0).tolist() == [0.0, 0.0, 0.0]
   one = Tensor(np.ones((1, 3), np.float32))
   np.testing.assert_array_equal((one * Tensor(A)).numpy(), A)
+
+
+def test_realizing_a_kernelized_tensor_runs_its_kernel_and_no_copy():
+  t = (Tensor([1, 2, 3, 4]) * 2).kernelize()
+  assert len(t.schedule()) == 1     # the kernel kernelize made, not a second one copying its output
+  t.realize()
+  assert t.uop.op is Ops.BUFFER and t.tolist() == [2, 4, 6, 8]

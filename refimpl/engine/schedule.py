@@ -37,8 +37,9 @@ def new_buffer(dtype, size: int, device: str) -> UOp:
 
 
 def is_realized(u: UOp) -> bool:
-  """A BUFFER, or a RESHAPE of one: already materialized and contiguous."""
-  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+  """A BUFFER or an already kernelized ASSIGN(BUFFER, KERNEL), or a RESHAPE of one: it needs no new kernel."""
+  if u.op is Ops.RESHAPE: u = u.src[0]
+  return u.op in (Ops.BUFFER, Ops.ASSIGN)
 
 
 def device_of(u: UOp) -> str:
