@@ -37,11 +37,44 @@ def _bf16_values(bits: np.ndarray) -> np.ndarray:
   return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-class Tensor:
+class _Switch:
+  """A class-level flag that reads as a bool and also works as `with Tensor.no_grad:` (set for the block, then
+  restored). Assigning True/False to the class attribute sets the flag instead of replacing it (_TensorType), so
+  both styles keep working side by side."""
+  def __init__(self, value: bool): self.value, self._saved = bool(value), []
+  def __bool__(self) -> bool: return self.value
+  def __eq__(self, other) -> bool: return self.value == bool(other)
+  def __hash__(self) -> int: return hash(self.value)
+  def __repr__(self) -> str: return repr(self.value)
+  def __enter__(self):
+    self._saved.append(self.value)
+    self.value = True
+    return self
+  def __exit__(self, *exc) -> None: self.value = self._saved.pop()
+
+
+class _TensorType(type):
+  def __setattr__(cls, name, value):
+    current = cls.__dict__.get(name)
+    if isinstance(current, _Switch) and not isinstance(value, _Switch): current.value = bool(value)
+    else: super().__setattr__(name, value)
+
+
+class _Mode:
+  """`with Tensor.train():` / `with Tensor.train(False):`: sets Tensor.training for the block, then restores it."""
+  def __init__(self, mode: bool = True): self.mode = mode
+  def __enter__(self):
+    self.prev = bool(Tensor.training)
+    Tensor.training = self.mode
+    return self
+  def __exit__(self, *exc) -> None: Tensor.training = self.prev
+
+
+class Tensor(metaclass=_TensorType):
   """A lazy multi-dimensional array: `uop` is the graph that computes it."""
   _live: weakref.WeakSet = weakref.WeakSet()
-  training: bool = False
-  no_grad: bool = False
+  training = _Switch(False)
+  no_grad = _Switch(False)   # GRAD.NOGRAD: results made while set get requires_grad=False
 
   def __init__(self, data, device: str | None = None, dtype: DTypeLike | None = None,
                requires_grad: bool | None = None):
@@ -54,9 +87,76 @@ class Tensor:
       uop = _from_numpy(_to_numpy(data, dtype), dtype, device)
     else: raise TypeError(f"Tensor: cannot build from {type(data).__name__}")
     self.uop: UOp = uop
-    self.requires_grad = requires_grad
+    # GRAD.NOGRAD: under no_grad, new tensors refuse gradients unless asked for explicitly
+    self.requires_grad = False if requires_grad is None and Tensor.no_grad else requires_grad
     self.grad: Tensor | None = None
     Tensor._live.add(self)
+
+  # ---- autograd (spec/gradients.md) ----
+  @property
+  def requires_grad(self) -> bool | None:
+    """None (undecided), True (backward() fills .grad) or False; only float tensors can require gradients."""
+    return self._requires_grad
+  @requires_grad.setter
+  def requires_grad(self, value: bool | None) -> None:
+    if value and not dtypes.is_float(self.dtype):
+      raise SpecError("GRAD.DTYPE", f"only float tensors can require gradients, this one is {self.dtype!r}")
+    self._requires_grad = value
+
+  def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    """Set requires_grad in place and return self."""
+    self.requires_grad = requires_grad
+    return self
+
+  def detach(self) -> Tensor:
+    """The same values, a constant to differentiation (DETACH, GRAD.DETACH)."""
+    return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
+
+  @staticmethod
+  def train(mode: bool = True) -> _Mode:
+    """A context manager that sets Tensor.training to `mode` inside its block."""
+    return _Mode(mode)
+
+  def _grad_seed(self, gradient) -> UOp:
+    """The seed cotangent of this tensor (GRAD.SCALAR): a one for a one-element tensor, else the given gradient cast
+    to this tensor's dtype."""
+    if not dtypes.is_float(self.dtype):
+      raise SpecError("GRAD.DTYPE", f"cannot differentiate a tensor of {self.dtype!r}, only floats have gradients")
+    if gradient is None:
+      if self.numel() != 1:
+        raise SpecError("GRAD.SCALAR", f"a gradient can be implied only for one-element tensors, this one has shape "
+                        f"{self.shape}: pass gradient=")
+      return Tensor.full(self.shape, 1.0, dtype=self.dtype, device=self.device).uop
+    g = gradient if isinstance(gradient, Tensor) else Tensor(gradient, device=self.device)
+    if g.shape != self.shape:
+      raise SpecError("GRAD.SCALAR", f"gradient of shape {g.shape} for a tensor of shape {self.shape}")
+    if not dtypes.is_float(g.dtype): raise SpecError("GRAD.DTYPE", f"gradient of dtype {g.dtype!r} is not a float")
+    return g.cast(self.dtype).uop
+
+  def gradient(self, *targets: Tensor, gradient=None) -> list[Tensor]:
+    """The derivative of this tensor with respect to each target, contracted with `gradient` (GRAD.MODEL); a graph,
+    nothing runs. A target this tensor does not depend on gets zeros. `.grad` is not touched."""
+    from refimpl.gradient import compute_gradient
+    for t in targets:
+      if not dtypes.is_float(t.dtype): raise SpecError("GRAD.DTYPE", f"a target of dtype {t.dtype!r} has no gradient")
+    grads = compute_gradient(self.uop, self._grad_seed(gradient), {t.uop for t in targets})
+    return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
+
+  def backward(self, gradient=None) -> Tensor:
+    """Add the derivative of this tensor to the `.grad` of every tensor with requires_grad=True that it depends on
+    (GRAD.ACCUM); without `gradient` this tensor must have one element (GRAD.SCALAR)."""
+    from refimpl.gradient import compute_gradient
+    seed = self._grad_seed(gradient)
+    graph = set(self.uop.toposort())
+    leaves = [t for t in list(Tensor._live) if t.requires_grad and t.uop in graph]
+    if not leaves: raise SpecError("GRAD.NOGRAD", "backward() on a tensor that depends on no tensor with "
+                                   "requires_grad=True")
+    grads = compute_gradient(self.uop, seed, {t.uop for t in leaves})
+    for t in leaves:
+      if t.uop not in grads: continue   # GRAD.MODEL.sum: no cotangent leaves .grad unchanged
+      g = Tensor(grads[t.uop], requires_grad=False)
+      t.grad = g if t.grad is None else t.grad + g
+    return self
 
   # ---- properties ----
   @property
@@ -551,8 +651,9 @@ class Tensor:
     """x == 0 as bool (NaN counts as true, so its logical not is false)."""
     return self.cast(dtypes.bool)._alu(Ops.CMPNE, Tensor(True, device=self.device)._expand_to(self.shape))
   def relu(self) -> Tensor:
-    """max(x, 0), keeping -0.0 and NaN as they are (torch): x where x < 0 is false."""
-    return (self < 0).where(0, self)
+    """max(x, 0), keeping -0.0 and NaN as they are (torch): x where x < 0 is false. At x = +-0 the value passes
+    through DETACH, so the gradient there is 0 as in torch, and NaN still gets the cotangent (GRAD.CHECK.tensor)."""
+    return (self < 0).where(0, (self == 0).where(self.detach(), self))
   def exp2(self) -> Tensor:
     """2**x (EXP2) in the default float for non-floats."""
     return self.cast(least_upper_float(self.dtype))._alu(Ops.EXP2)
