@@ -44,7 +44,7 @@ def _full(like: UOp, value, dtype=None) -> UOp:
   """`value` broadcast to the shape of `like`, on its device: CONST(DEVICE) reshaped to ones and expanded, the
   form Tensor gives Python scalars. A real constant, never `g * 0`: an infinite g would give NaN (spec notation)."""
   dt = dtype or like.dtype
-  out = UOp(Ops.CONST, dt, (_device(like),), dtypes.as_const(value, dt))
+  out = UOp.const(dt, value, _device(like).arg)
   shape = like.shape
   if shape: out = UOp(Ops.RESHAPE, dt, (out,), (1,) * len(shape))
   if shape and shape != (1,) * len(shape): out = UOp(Ops.EXPAND, dt, (out,), shape)
@@ -165,7 +165,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.CAST, name="ret"), lambda ctx, ret: _cast_grad(ctx, ret), "GRAD.CAST"),
   # constant between integers: a zero gradient, not a cut (torch's trunc)
   (UPat(Ops.TRUNC), lambda ctx: (_full(ctx, 0),), "GRAD.NONDIFF.zero"),
-  (UPat((GroupOp.Comparison | GroupOp.Integer | {Ops.BITCAST})), lambda: None, "GRAD.NONDIFF.none"),
+  (UPat((GroupOp.Comparison | GroupOp.Integer | {Ops.BITCAST})), lambda: (), "GRAD.NONDIFF.none"),
   # movement
   (UPat(Ops.RESHAPE, name="ret"), lambda ctx, ret: (UOp(Ops.RESHAPE, ctx.dtype, (ctx,), ret.src[0].shape),),
    "GRAD.RESHAPE"),
@@ -184,17 +184,15 @@ pm_gradient = PatternMatcher([
   # the old content of the target is overwritten: only the value (src 1) receives the cotangent
   (UPat(Ops.ASSIGN, name="ret"), lambda ctx, ret: (None, ctx) + (None,) * (len(ret.src) - 2), "GRAD.ASSIGN"),
   # GRAD.MODEL.leaf: leaves (and the DEVICE/UNIQUE nodes under them) pass nothing on
-  (UPat((Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE, Ops.UNIQUE)), lambda: None, "GRAD.MODEL.leaf"),
+  (UPat((Ops.BUFFER, Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DEVICE, Ops.UNIQUE)), lambda: (), "GRAD.MODEL.leaf"),
 ])
 
 
-def _apply_rule(node: UOp, g: UOp) -> tuple[UOp | None, ...] | None:
-  """The cotangents the first matching rule gives `node`'s sources (None: a leaf or a cut). PatternMatcher.rewrite
-  insists on a UOp result, so the rules are matched here directly."""
-  for rule in pm_gradient.rules:
-    for bindings in rule.pattern.match(node, {}):
-      return rule.fn(ctx=g, **bindings) if rule.wants_ctx else rule.fn(**bindings)
-  raise SpecError("GRAD.MODEL.rule", f"no gradient rule for {node.op.name}")
+def _apply_rule(node: UOp, g: UOp) -> tuple[UOp | None, ...]:
+  """The cotangents the first matching rule gives `node`'s sources (empty: a leaf or a cut)."""
+  hit = next(pm_gradient.results(node, g), None)
+  if hit is None: raise SpecError("GRAD.MODEL.rule", f"no gradient rule for {node.op.name}")
+  return hit[0]
 
 
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
@@ -213,7 +211,7 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
     g = grads.get(node)
     if g is None or not node.src: continue
     outs = _apply_rule(node, g)
-    if outs is None: continue
+    if not outs: continue
     if len(outs) != len(node.src):
       raise SpecError("GRAD.MODEL.rule", f"the {node.op.name} rule gave {len(outs)} cotangents for {len(node.src)} "
                       "sources")

@@ -82,7 +82,7 @@ class Tensor(metaclass=_TensorType):
     dtype = to_dtype(dtype) if dtype is not None else None
     if isinstance(data, UOp): uop = data
     elif isinstance(data, (bool, int, float)):
-      uop = _const(dtype or dtypes.from_py(data), data, device, ())
+      uop = UOp.const(dtype or dtypes.from_py(data), data, device)
     elif isinstance(data, (list, tuple, np.ndarray)) or np.isscalar(data):
       uop = _from_numpy(_to_numpy(data, dtype), dtype, device)
     else: raise TypeError(f"Tensor: cannot build from {type(data).__name__}")
@@ -229,7 +229,7 @@ class Tensor(metaclass=_TensorType):
     shape = _shape_arg(shape)
     dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(value)
     device = Device.canonicalize(device) if device else Device.DEFAULT
-    return Tensor(_const(dtype, value, device, ())).reshape((1,) * len(shape)).expand(shape)
+    return Tensor(UOp.const(dtype, value, device)).reshape((1,) * len(shape)).expand(shape)
 
   @staticmethod
   def zeros(*shape, **kw) -> Tensor:
@@ -589,7 +589,7 @@ class Tensor(metaclass=_TensorType):
     else:
       out = scalar_result_dtype(self.dtype, y)
       x = self.cast(out)
-      y = Tensor(_const(out, y, x.device, ())).reshape((1,) * x.ndim)
+      y = Tensor(UOp.const(out, y, x.device)).reshape((1,) * x.ndim)
     if reverse: x, y = y, x
     shape = _broadcast_shape(x.shape, y.shape)
     return x._expand_to(shape), y._expand_to(shape)
@@ -1204,10 +1204,6 @@ def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     if x != y and 1 not in (x, y): raise SpecError("UOP.EXPAND", f"shapes {a} and {b} do not broadcast")
     out.append(y if x == 1 else x)
   return tuple(out)
-
-
-def _const(dtype: DType, value, device: str, shape) -> UOp:
-  return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, arg=device),), dtypes.as_const(value, dtype))
 
 
 def _to_numpy(data, dtype: DType | None) -> np.ndarray:

@@ -12,6 +12,7 @@ Kernel whose `ast` is SINK(STORE(DEFINE_GLOBAL 0, value)) over DEFINE_GLOBAL inp
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 from refimpl.dtype import dtypes
@@ -78,7 +79,7 @@ def kernelize(roots: list[UOp]) -> dict[UOp, UOp]:
   result: dict[UOp, UOp] = {}
   for m in _materialize_set(roots):
     inputs: dict[UOp, UOp] = {}     # input node (BUFFER, or ASSIGN of an earlier kernel) -> its DEFINE_GLOBAL
-    out = new_buffer(m.dtype, _numel(m.shape), device_of(m))
+    out = new_buffer(m.dtype, math.prod(m.shape), device_of(m))
     glob0 = UOp(Ops.DEFINE_GLOBAL, m.dtype.ptr(out.arg), arg=0)
 
     def leaf(node: UOp, shape) -> UOp:
@@ -105,12 +106,6 @@ def kernelize(roots: list[UOp]) -> dict[UOp, UOp]:
     assign = UOp(Ops.ASSIGN, m.dtype, (out, kernel))
     result[m] = assign if m.shape == (out.arg,) else UOp(Ops.RESHAPE, m.dtype, (assign,), m.shape)
   return {r: result.get(r, r) for r in roots}
-
-
-def _numel(shape) -> int:
-  n = 1
-  for s in shape: n *= s
-  return n
 
 
 def _assign_of(u: UOp) -> UOp:

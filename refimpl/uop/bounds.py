@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from refimpl.dtype import dtypes, ConstType
+from refimpl.dtype import dtypes, ConstType, PtrDType
 from refimpl.uop import Ops
 
 if TYPE_CHECKING: from refimpl.uop.ops import UOp
 
 
 def _full(u: UOp) -> tuple[ConstType, ConstType]:
-  if u.dtype.count != 1 or u.dtype == dtypes.void or u.dtype.__class__.__name__ == "PtrDType":
+  if u.dtype.count != 1 or u.dtype == dtypes.void or isinstance(u.dtype, PtrDType):
     return -float("inf"), float("inf")
   return dtypes.min(u.dtype), dtypes.max(u.dtype)
 

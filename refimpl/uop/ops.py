@@ -93,9 +93,11 @@ class UOp(metaclass=_UOpMeta):
 
   # ---- construction helpers ----
   @staticmethod
-  def const(dtype: DType, value: ConstType) -> UOp:
-    """A CONST of `dtype` holding `value` converted exactly as CAST would (DT.CONST)."""
-    return UOp(Ops.CONST, dtype, arg=dtypes.as_const(value, dtype))
+  def const(dtype: DType, value: ConstType, device: str | None = None) -> UOp:
+    """A CONST of `dtype` holding `value` converted exactly as CAST would (DT.CONST); with `device`, the
+    tensor-level form whose source is that DEVICE (UOP.CONST)."""
+    src = (UOp(Ops.DEVICE, arg=device),) if device is not None else ()
+    return UOp(Ops.CONST, dtype, src, dtypes.as_const(value, dtype))
 
   def const_like(self, value: ConstType) -> UOp:
     """A CONST with this node's dtype."""
@@ -397,15 +399,21 @@ class PatternMatcher:
     hit = self.rewrite_with_rule(uop, ctx)
     return None if hit is None else hit[0]
 
-  def rewrite_with_rule(self, uop: UOp, ctx: Any = None) -> tuple[UOp, Rule] | None:
-    """(replacement, rule that made it), or None when no rule changes `uop`."""
+  def results(self, uop: UOp, ctx: Any = None) -> Iterator[tuple[Any, Rule]]:
+    """(result, rule) for every match of a rule on `uop` whose function gives something other than None, in rule
+    order. Rewriting wants UOps; other users (the gradient rules) give other results through the same matching."""
     for rule in self._by_op[uop.op]:
       for bindings in rule.pattern.match(uop, {}):
         out = rule.fn(ctx=ctx, **bindings) if rule.wants_ctx else rule.fn(**bindings)
-        if out is None or out is uop: continue
-        if not isinstance(out, UOp):
-          raise TypeError(f"RW.ENGINE: {rule.label} returned {type(out).__name__}, not a UOp")
-        return out, rule
+        if out is not None: yield out, rule
+
+  def rewrite_with_rule(self, uop: UOp, ctx: Any = None) -> tuple[UOp, Rule] | None:
+    """(replacement, rule that made it), or None when no rule changes `uop`."""
+    for out, rule in self.results(uop, ctx):
+      if out is uop: continue
+      if not isinstance(out, UOp):
+        raise TypeError(f"RW.ENGINE: {rule.label} returned {type(out).__name__}, not a UOp")
+      return out, rule
     return None
 
 
