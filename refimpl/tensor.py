@@ -101,7 +101,21 @@ class Tensor(metaclass=_TensorType):
   def requires_grad(self, value: bool | None) -> None:
     if value and not dtypes.is_float(self.dtype):
       raise SpecError("GRAD.DTYPE", f"only float tensors can require gradients, this one is {self.dtype!r}")
+    if value and self._shares_identity():   # the old graph is detached: the new leaf passes no gradient into it
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (self._fresh_buffer(), UOp(Ops.DETACH, self.dtype, (self.uop,))))
     self._requires_grad = value
+
+  def _shares_identity(self) -> bool:
+    """GRAD.LEAF.identity: whether this tensor's graph could be another tensor's too. Autograd tells leaves apart
+    by their UOp, and hash-consing makes equal graphs one UOp: two `Tensor.zeros(3)` are the same node, and realized
+    together they are one buffer. A graph without a BUFFER (a constant) or one another live tensor holds is shared."""
+    if getattr(self, "_requires_grad", None): return False   # already a leaf of its own
+    if not any(u.op is Ops.BUFFER for u in self.uop.toposort()): return True
+    return any(t is not self and t.uop is self.uop for t in list(Tensor._live))
+
+  def _fresh_buffer(self) -> UOp:
+    """A new, unwritten buffer of this tensor's shape, dtype and device (as a RESHAPE of the BUFFER node)."""
+    return Tensor.empty(*self.shape, dtype=self.dtype, device=self.device).uop
 
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
     """Set requires_grad in place and return self."""
@@ -189,19 +203,25 @@ class Tensor(metaclass=_TensorType):
   # ---- running ----
   def kernelize(self, *others: Tensor) -> Tensor:
     """Cut the graph into kernels without running them: the uop becomes ASSIGN(BUFFER, KERNEL) (UOP.KERNEL)."""
-    _replace({t.uop: new for t in (self, *others) for new in [kernelize([t.uop])[t.uop]]})
+    _replace(kernelize([t.uop for t in (self, *others)]))   # one schedule: an assign shared by two is one kernel
     return self
 
   def schedule(self, *others: Tensor) -> list[UOp]:
     """The KERNEL nodes that realizing these tensors runs, in order."""
-    return schedule([kernelize([t.uop])[t.uop] for t in (self, *others)])
+    return schedule(list(kernelize([t.uop for t in (self, *others)]).values()))
 
   def realize(self, *others: Tensor) -> Tensor:
-    """Run the kernels that compute this tensor (and `others`); afterwards its uop is a BUFFER (or a view of one)."""
+    """Run the kernels that compute this tensor (and `others`) as one schedule; afterwards its uop is a BUFFER (or a
+    view of one). Pending assigns run here (EXEC.SCHED.assign), reading old values as EXEC.SCHED.versions says."""
     roots = [t.uop for t in (self, *others)]
     graphs = kernelize(roots)
     run_kernels(schedule(list(graphs.values())))
-    _replace({r: _strip_assign(g) for r, g in graphs.items()})
+    ran = {r: _strip_assign(g) for r, g in graphs.items()}
+    # EXEC.SCHED.assign: an in-place write that ran must never run again, so every graph still holding it (a tensor
+    # kernelized earlier) now reads the buffer instead
+    ran.update({n: n.src[0] for g in graphs.values() for n in g.toposort()
+                if n.op is Ops.ASSIGN and n.src[1].op is Ops.KERNEL and n.src[1].arg.in_place})
+    _replace(ran)
     return self
 
   def numpy(self) -> np.ndarray:
@@ -222,14 +242,57 @@ class Tensor(metaclass=_TensorType):
     if self.numel() != 1: raise SpecError("UOP.CONST", f"item() needs one element, the tensor has {self.numel()}")
     return self.numpy().reshape(()).item()
 
+  # ---- in-place update (assign) ----
+  def assign(self, x) -> Tensor:
+    """Write `x` into this tensor's own buffer when it is realized (EXEC.SCHED.assign); returns self, now standing
+    for the new content. `x` is broadcast to this tensor's shape and must have its dtype and device (a Python value
+    takes them). The target must be a buffer or a reshape of one: a lazy computation gets a fresh buffer, a view
+    (permute, shrink, ...) of a buffer is refused (EXEC.SCHED.target). After realize the tensor holds the same
+    BUFFER node as before, so every graph that reads that buffer sees the new values (EXEC.SCHED.versions)."""
+    if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
+    if x.uop is self.uop: return self   # writing a tensor into itself changes nothing
+    if x.device != self.device:
+      raise SpecError("EXEC.SCHED.assign", f"assign of a tensor on {x.device} to one on {self.device}: move it first")
+    if x.dtype != self.dtype:
+      raise SpecError("EXEC.SCHED.assign", f"assign of {x.dtype!r} values to a {self.dtype!r} tensor: cast them first")
+    if x.shape != self.shape:
+      if len(x.shape) > self.ndim or any(n not in (1, m) for n, m in zip(x.shape[::-1], self.shape[::-1])):
+        raise SpecError("EXEC.SCHED.assign", f"assign of shape {x.shape} to a tensor of shape {self.shape}")
+      x = x._expand_to(self.shape)
+    self.uop = UOp(Ops.ASSIGN, self.dtype, (self._assign_target(), x.uop))
+    return self
+
+  def _assign_target(self) -> UOp:
+    """This tensor's graph as an assign target: a BUFFER or an assign to one (pending or kernelized), under RESHAPEs
+    only."""
+    u = self.uop
+    while u.op is Ops.RESHAPE: u = u.src[0]
+    if u.op is Ops.BUFFER and any(t is not self and t.uop is self.uop for t in list(Tensor._live)):
+      # EXEC.SCHED.cow: hash-consing gave equal values one buffer (two Tensor.zeros(3) realized together); writing
+      # into it would change the other tensors too, so this tensor gets a buffer of its own first
+      return self._fresh_buffer()
+    if u.op in (Ops.BUFFER, Ops.ASSIGN): return self.uop
+    v = u
+    while v.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP, Ops.DETACH): v = v.src[0]
+    if v is not u and v.op in (Ops.BUFFER, Ops.ASSIGN):
+      raise SpecError("EXEC.SCHED.target", f"cannot assign to a {u.op.name} view of a buffer: writing through views "
+                      "is not supported; assign to the whole tensor (or realize the view into a buffer of its own)")
+    # a lazy value: the assign gives it a fresh buffer of its own. The old value need not be computed: `x` reads it
+    # through its own graph if at all, and a realize of it would make identical lazy tensors share (alias) the buffer
+    return Tensor.empty(*self.shape, dtype=self.dtype, device=self.device).uop
+
   # ---- creation ----
   @staticmethod
-  def full(shape, value, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
-    """A tensor of `shape` filled with `value` (a broadcast CONST; dtype from the value unless given)."""
+  def full(shape, value, dtype: DTypeLike | None = None, device: str | None = None,
+           requires_grad: bool | None = None) -> Tensor:
+    """A tensor of `shape` filled with `value` (a broadcast CONST; dtype from the value unless given). With
+    requires_grad=True it becomes a leaf of its own (GRAD.LEAF.identity)."""
     shape = _shape_arg(shape)
     dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(value)
     device = Device.canonicalize(device) if device else Device.DEFAULT
-    return Tensor(UOp.const(dtype, value, device)).reshape((1,) * len(shape)).expand(shape)
+    out = Tensor(UOp.const(dtype, value, device)).reshape((1,) * len(shape)).expand(shape)
+    if requires_grad is not None: out.requires_grad = requires_grad
+    return out
 
   @staticmethod
   def zeros(*shape, **kw) -> Tensor:
@@ -849,9 +912,10 @@ class Tensor(metaclass=_TensorType):
     """Same as silu."""
     return self.silu()
   def softplus(self, beta=1) -> Tensor:
-    """log(1 + e**(beta x)) / beta, as relu(x) + log(1 + e**-|beta x|) / beta so that large x do not overflow."""
+    """log(1 + e**(beta x)) / beta, as (max(beta x, 0) + log1p(e**-|beta x|)) / beta so that large x do not overflow,
+    built so that the gradient at x = 0 is torch's 1/2 (_softplus_stable; relu and abs would each give 0 there)."""
     x = self.cast(least_upper_float(self.dtype))
-    return x.relu() + (1 + (-(x * beta).abs()).exp()).log() * (1 / beta)
+    return (x * beta)._softplus_stable() * (1 / beta)
   def elu(self, alpha=1.0) -> Tensor:
     """x for x > 0, alpha (e**x - 1) otherwise."""
     x = self.cast(least_upper_float(self.dtype))
@@ -1164,6 +1228,230 @@ class Tensor(metaclass=_TensorType):
     count = ones._pool(ks, st, dl).sum(tuple(range(-m, 0)))
     return sums / count
 
+  # ---- nn functional (refimpl.nn) ----
+  # Layers, normalisations and losses composed from the Tensor ops above, so that autograd needs no rule of its own
+  # (GRAD.T, spec/gradients.md). Their meaning, and where it departs from torch or tinygrad, is spec/nn.md.
+
+  def sequential(self, ll) -> Tensor:
+    """Apply each callable of `ll` in turn: f_n(...f_2(f_1(self))) (NN.SEQUENTIAL)."""
+    x = self
+    for f in ll: x = f(x)
+    return x
+
+  def one_hot(self, num_classes: int = -1) -> Tensor:
+    """A new last axis of size num_classes holding 1 at each label and 0 elsewhere, in the default int dtype
+    (NN.ONE_HOT). num_classes=-1 takes max + 1, which realizes the labels. A label outside [0, num_classes) gives a
+    row of zeros (torch raises)."""
+    if not dtypes.is_int(self.dtype): raise SpecError("NN.ONE_HOT", f"labels must be integers, not {self.dtype!r}")
+    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if num_classes < 0: raise SpecError("NN.ONE_HOT", f"num_classes={num_classes} is negative")
+    return self._class_mask(num_classes, self.ndim).where(1, 0)
+
+  def _class_mask(self, n: int, axis: int) -> Tensor:
+    """Labels -> a bool mask with a class axis of size n inserted at `axis`: True where the class equals the label."""
+    classes = Tensor.arange(n, device=self.device).reshape(tuple(n if i == axis else 1 for i in range(self.ndim + 1)))
+    return self.unsqueeze(axis) == classes
+
+  def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1,
+                       padding=0, output_padding=0) -> Tensor:
+    """Transposed convolution (torch's conv_transpose2d, the input-gradient of conv2d) of (N, Cin, *spatial) with
+    weight (Cin, Cout // groups, *kernel) (NN.CONV_TRANSPOSE). Built from conv2d: the input is spread out with
+    stride-1 zeros between neighbours, padded by dilation*(k-1) - padding on each side (output_padding more at the
+    end; a negative amount cuts), and convolved at stride 1 with the kernel flipped and its in/out axes swapped per
+    group. Output size per axis: (n-1)*stride - 2*padding + dilation*(k-1) + output_padding + 1."""
+    ks = weight.shape[2:]
+    m = len(ks)
+    if m == 0 or self.ndim != m + 2:
+      raise SpecError("NN.CONV_TRANSPOSE", f"input {self.shape} does not match weight {weight.shape}")
+    cin, cpg = weight.shape[:2]
+    if groups < 1 or self.shape[1] != cin or cin % groups:
+      raise SpecError("NN.CONV_TRANSPOSE", f"input {self.shape} with weight {weight.shape} and groups={groups}")
+    st, dl, pd, op = (_tuple(v, m) for v in (stride, dilation, padding, output_padding))
+    if any(len(t) != m for t in (st, dl, pd, op)) or min(st + dl) < 1 or min(pd + op) < 0:
+      raise SpecError("NN.CONV_TRANSPOSE", f"stride {stride}, dilation {dilation}, padding {padding} and "
+                      f"output_padding {output_padding} for {m} spatial axes")
+    # torch: the extra output rows must lie within one stride (or one dilation) of the last computed one
+    if any(o >= max(s, d) for o, s, d in zip(op, st, dl)):
+      raise SpecError("NN.CONV_TRANSPOSE", f"output_padding {op} must be smaller than stride {st} or dilation {dl}")
+    out = [(n - 1) * s - 2 * p + d * (k - 1) + o + 1 for n, s, p, d, k, o in zip(self.shape[2:], st, pd, dl, ks, op)]
+    if min(out) < 1 or min(self.shape[2:]) < 1:
+      raise SpecError("NN.CONV_TRANSPOSE", f"input {self.shape} gives the empty output size {out}")
+    x = self
+    for i, s in enumerate(st): x = x._spread(2 + i, s)
+    x = x._pad_or_cut([(d * (k - 1) - p, d * (k - 1) - p + o) for k, d, p, o in zip(ks, dl, pd, op)])
+    w = weight.reshape(groups, cin // groups, cpg, *ks).transpose(1, 2).flip(tuple(range(3, 3 + m)))
+    return x.conv2d(w.reshape(groups * cpg, cin // groups, *ks), bias, groups=groups, dilation=dl)
+
+  def _spread(self, ax: int, s: int) -> Tensor:
+    """s-1 zeros between neighbours along axis `ax`: n -> (n-1)*s + 1 (pad each element to s, drop the tail)."""
+    if s == 1: return self
+    n = self.shape[ax]
+    x = self.unsqueeze(ax + 1).pad(tuple((0, s - 1) if i == ax + 1 else (0, 0) for i in range(self.ndim + 1)))
+    x = x.reshape(self.shape[:ax] + (n * s,) + self.shape[ax + 1:])
+    return x.shrink(tuple((0, (n - 1) * s + 1) if i == ax else None for i in range(self.ndim)))
+
+  def _pad_or_cut(self, amounts: Sequence[tuple[int, int]]) -> Tensor:
+    """Per trailing axis (before, after): a positive amount pads with zeros, a negative one shrinks."""
+    lead = [(0, 0)] * (self.ndim - len(amounts))
+    x = self.pad(lead + [(max(b, 0), max(a, 0)) for b, a in amounts])
+    cut = [None] * len(lead) + [(max(-b, 0), n - max(-a, 0)) for (b, a), n in zip(amounts, x.shape[len(lead):])]
+    return x.shrink(cut)
+
+  def dropout(self, p: float = 0.5) -> Tensor:
+    """In training (Tensor.training), zero each element with probability p and scale the others by 1/(1-p)
+    (NN.DROPOUT); otherwise, or for p = 0, the tensor itself. The mask is drawn with Tensor.rand, so manual_seed makes
+    it reproducible, and it is a constant to differentiation. As in torch the input is multiplied by the mask, so a
+    dropped NaN or infinity still gives NaN."""
+    if not 0 <= p <= 1: raise SpecError("NN.DROPOUT", f"p={p} is outside [0, 1]")
+    if not Tensor.training or p == 0: return self
+    if p == 1: return self * 0
+    keep = Tensor.rand(*self.shape, device=self.device) >= p
+    return self * (keep.cast(self.dtype) * (1 / (1 - p)))
+
+  def layernorm(self, axis=-1, eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over `axis` (an int or tuple), with the biased variance as torch's layer_norm
+    (NN.LAYERNORM); no affine part (nn.LayerNorm adds it). The variance sees the mean through DETACH: its derivative
+    with respect to the mean is 0 in exact arithmetic, and differentiating it would only add rounding noise
+    (GRAD.T.layernorm)."""
+    mean = self.mean(axis, keepdim=True)
+    centred = self - mean.detach()
+    return (self - mean) * ((centred * centred).mean(axis, keepdim=True) + eps).rsqrt()
+
+  def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor, axis=1) -> Tensor:
+    """(x - mean) * invstd * weight + bias, each of mean, invstd, weight and bias laid along `axis` (an int or
+    tuple; invstd may instead have the input's full shape) (NN.BATCHNORM.F). weight and bias may be None."""
+    axes = tuple(_axis(a, self.ndim) for a in ((axis,) if isinstance(axis, int) else axis))
+    shape = tuple(n if i in axes else 1 for i, n in enumerate(self.shape))
+    def along(t: Tensor, name: str) -> Tensor:
+      if t.numel() != math.prod(shape):
+        raise SpecError("NN.BATCHNORM.F", f"{name} of shape {t.shape} for axes {axes} of {self.shape}")
+      return t.reshape(shape)
+    x = self - along(mean, "mean")
+    x = x * (invstd if invstd.shape == self.shape else along(invstd, "invstd"))
+    if weight is not None: x = x * along(weight, "weight")
+    return x if bias is None else x + along(bias, "bias")
+
+  # losses (NN.LOSS): `self` holds scores, log-probabilities or probabilities; Y the targets
+  def _loss_reduce(self, reduction: str) -> Tensor:
+    if reduction == "none": return self
+    if reduction == "sum": return self.sum()
+    if reduction == "mean": return self.mean()
+    raise SpecError("NN.LOSS.reduction", f"reduction={reduction!r} is not one of 'none', 'sum', 'mean'")
+
+  @staticmethod
+  def _loss_checks(Y, reduction: str, label_smoothing: float = 0.0) -> Tensor:
+    if reduction not in ("none", "sum", "mean"):
+      raise SpecError("NN.LOSS.reduction", f"reduction={reduction!r} is not one of 'none', 'sum', 'mean'")
+    if not 0.0 <= label_smoothing <= 1.0:
+      raise SpecError("NN.LOSS.smoothing", f"label_smoothing={label_smoothing} is outside [0, 1]")
+    return Y if isinstance(Y, Tensor) else Tensor(Y)
+
+  def _labels(self, Y: Tensor, axis: int, name: str) -> None:
+    """Class-index targets must be integers shaped like the scores without their class axis (NN.LOSS.labels)."""
+    if not dtypes.is_int(Y.dtype): raise SpecError("NN.LOSS.labels", f"{name}: labels must be integers, not "
+                                                   f"{Y.dtype!r}")
+    want = self.shape[:axis] + self.shape[axis + 1:]
+    if Y.shape != want: raise SpecError("NN.LOSS.labels", f"{name}: labels of shape {Y.shape} for scores of shape "
+                                        f"{self.shape} (want {want})")
+
+  def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0,
+                                      reduction: str = "mean") -> Tensor:
+    """Cross entropy of scores (..., C) (classes on the last axis) against integer labels (...)
+    (NN.LOSS.sparse_categorical_crossentropy): -((1-ls) log_softmax[label] + ls mean(log_softmax)). Labels equal to
+    ignore_index count nowhere: their loss is 0 and "mean" divides by the number of the others."""
+    Y = Tensor._loss_checks(Y, reduction, label_smoothing)
+    if self.ndim == 0: raise SpecError("NN.LOSS.labels", "scores need a class axis")
+    self._labels(Y, self.ndim - 1, "sparse_categorical_crossentropy")
+    logp = self.log_softmax(-1)
+    per = self._smoothed_nll(logp, Y, self.ndim - 1, label_smoothing)
+    keep = Y != ignore_index
+    per = keep.where(per, 0.0)
+    if reduction == "mean": return per.sum() / keep.sum().cast(per.dtype)
+    return per._loss_reduce(reduction)
+
+  @staticmethod
+  def _smoothed_nll(logp: Tensor, Y: Tensor, axis: int, ls: float) -> Tensor:
+    """-((1-ls) logp[label] + ls mean(logp)) along the class axis. The label's entry is picked with WHERE, not by a
+    multiplication with a one-hot, so that -inf elsewhere in logp gives no 0 * inf = NaN."""
+    picked = Y._class_mask(logp.shape[axis], axis).where(logp, 0.0).sum(axis)
+    return -picked if ls == 0 else -((1 - ls) * picked + ls * logp.mean(axis))
+
+  def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """torch's cross_entropy of scores with classes on axis 1 ((C,) unbatched: axis 0) (NN.LOSS.cross_entropy).
+    Integer Y holds class indices (the scores' shape without the class axis); float Y holds class probabilities (the
+    scores' shape), mixed with the uniform distribution by label_smoothing."""
+    Y = Tensor._loss_checks(Y, reduction, label_smoothing)
+    if self.ndim == 0: raise SpecError("NN.LOSS.labels", "scores need a class axis")
+    axis = 1 if self.ndim > 1 else 0
+    logp = self.log_softmax(axis)
+    if dtypes.is_float(Y.dtype):
+      if Y.shape != self.shape: raise SpecError("NN.LOSS.shape", f"cross_entropy: probabilities of shape {Y.shape}"
+                                                f" for scores of shape {self.shape}")
+      Y = Y * (1 - label_smoothing) + label_smoothing / self.shape[axis] if label_smoothing else Y
+      return (-(logp * Y).sum(axis))._loss_reduce(reduction)
+    self._labels(Y, axis, "cross_entropy")
+    return Tensor._smoothed_nll(logp, Y, axis, label_smoothing)._loss_reduce(reduction)
+
+  def nll_loss(self, Y, weight: Tensor | None = None, ignore_index: int | None = None,
+               reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities with classes on axis 1 ((C,) unbatched: axis 0) against integer
+    labels, each weighted by weight[label] (NN.LOSS.nll_loss). "mean" divides by the sum of the weights of the
+    labels that are not ignore_index, as torch does."""
+    Y = Tensor._loss_checks(Y, reduction)
+    if self.ndim == 0: raise SpecError("NN.LOSS.labels", "log-probabilities need a class axis")
+    axis = 1 if self.ndim > 1 else 0
+    self._labels(Y, axis, "nll_loss")
+    n = self.shape[axis]
+    if weight is not None and weight.shape != (n,):
+      raise SpecError("NN.LOSS.shape", f"nll_loss: weight of shape {weight.shape} for {n} classes")
+    hit = Y._class_mask(n, axis)
+    w = Tensor.ones(Y.shape, dtype=self.dtype, device=self.device) if weight is None else \
+        hit.where(weight.cast(self.dtype).reshape(tuple(n if i == axis else 1 for i in range(self.ndim))), 0).sum(axis)
+    per = -hit.where(self, 0.0).sum(axis) * w
+    if ignore_index is not None:   # WHERE, not a zero weight: an ignored -inf must give 0, not 0 * inf = NaN
+      keep = Y != ignore_index
+      w, per = keep.where(w, 0.0), keep.where(per, 0.0)
+    return per.sum() / w.sum() if reduction == "mean" else per._loss_reduce(reduction)
+
+  def binary_crossentropy(self, Y, reduction: str = "mean") -> Tensor:
+    """-(Y log x + (1-Y) log(1-x)) for probabilities x, each log clamped below at -100 as torch does, so x = 0 or 1
+    gives a finite loss (NN.LOSS.binary_crossentropy)."""
+    Y = Tensor._loss_checks(Y, reduction)
+    if Y.shape != self.shape: raise SpecError("NN.LOSS.shape", f"binary_crossentropy: targets of shape {Y.shape} "
+                                              f"for probabilities of shape {self.shape}")
+    # torch: max(log(x), -100) and max(log1p(-x), -100). Where the log is -inf the value is -100 taken by WHERE, and
+    # the log sees a harmless stand-in, so that its gradient is 0, not 0 * inf = NaN. NaN still propagates.
+    has_log = (self <= 0).logical_not()
+    log_x = has_log.where(has_log.where(self, 1.0).log().maximum(-100), -100.0)
+    has_log1m = (self >= 1).logical_not()
+    log_1mx = has_log1m.where(has_log1m.where(-self, 0.0)._log1p().maximum(-100), -100.0)
+    return (-(Y * log_x + (1 - Y) * log_1mx))._loss_reduce(reduction)
+
+  def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """binary_crossentropy of sigmoid(x), computed from the logits x without overflow as torch does:
+    (1-Y) x + (1 + (pos_weight-1) Y) softplus(-x), softplus(z) = max(z, 0) + log1p(exp(-|z|))
+    (NN.LOSS.binary_crossentropy_logits). pos_weight (broadcast along the last axis) weighs the positive term."""
+    Y = Tensor._loss_checks(Y, reduction)
+    if Y.shape != self.shape: raise SpecError("NN.LOSS.shape", f"binary_crossentropy_logits: targets of shape "
+                                              f"{Y.shape} for logits of shape {self.shape}")
+    scale = 1 if pos_weight is None else 1 + (pos_weight - 1) * Y
+    return ((1 - Y) * self + scale * (-self)._softplus_stable())._loss_reduce(reduction)
+
+  def _softplus_stable(self) -> Tensor:
+    """log(1 + e**z) as max(z, 0) + log1p(e**-|z|), written with WHERE on z > 0 instead of relu and abs so that the
+    gradient at z = 0 is sigmoid(0) = 1/2 (relu and abs each give 0 there, GRAD.CHECK.tensor)."""
+    pos = self > 0
+    return pos.where(self, 0.0) + pos.where(-self, self).exp()._log1p()
+
+  def _log1p(self) -> Tensor:
+    """log(1 + u) for u >= -1, accurate for small u: with w = 1 + u rounded, log(w) * u / (w - 1) corrects the
+    rounding of w (Goldberg), and where w rounds to 1, log1p(u) = u to working precision. The divisor is replaced by 1
+    where it is 0 so that the branch WHERE does not take has a finite gradient."""
+    w = self + 1
+    d = w - 1
+    same = d == 0
+    return same.where(self, w.log() * self / same.where(1.0, d))
+
 
 # ------------------------------------------------------------------------------------------------------------
 
@@ -1207,6 +1495,7 @@ def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _to_numpy(data, dtype: DType | None) -> np.ndarray:
+  if isinstance(data, np.generic): data = np.asarray(data)   # a numpy scalar keeps its numpy dtype, as an array
   if isinstance(data, np.ndarray):
     return data if dtype is None or dtype == dtypes.bfloat16 else data.astype(_NP[dtype])
   dt = dtype or dtypes.from_py(list(np.array(data, dtype=object).ravel()) if np.ndim(data) else data)
@@ -1236,6 +1525,27 @@ def _strip_assign(u: UOp) -> UOp:
 
 
 def _replace(mapping: dict[UOp, UOp]) -> None:
-  """Every live tensor whose graph is a key now holds the value: identical tensors share results (seed 000)."""
+  """Every live tensor whose graph is a key now holds the value: identical tensors share results (seed 000). An
+  ASSIGN key is replaced inside graphs as well (EXEC.SCHED.assign): a tensor built on a pending assign, such as
+  `a.assign(x) * 2`, reads the written buffer afterwards instead of holding an assign that would run again."""
+  effects = {k: v for k, v in mapping.items() if k.op is Ops.ASSIGN}
+  memo: dict[UOp, UOp] = dict(effects)
   for t in list(Tensor._live):
     if t.uop in mapping: t.uop = mapping[t.uop]
+    elif effects: t.uop = _substitute(t.uop, memo)
+
+
+def _substitute(root: UOp, memo: dict[UOp, UOp]) -> UOp:
+  """`root` with every node found in `memo` replaced by its value there (memo also caches the nodes it rebuilds).
+  Iterative, as graphs can be deep. Inside a kernelized graph this makes a KERNEL that reads a write which has run
+  read the buffer itself, which now holds that version, so the write is not run again."""
+  stack = [root]
+  while stack:
+    u = stack[-1]
+    if u in memo: stack.pop(); continue
+    todo = [s for s in u.src if s not in memo]
+    if todo: stack.extend(todo); continue
+    stack.pop()
+    src = tuple(memo[s] for s in u.src)
+    memo[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+  return memo[root]

@@ -307,3 +307,21 @@ def test_detach_no_grad_and_train():
   with Tensor.train():
     assert Tensor.training
   assert not Tensor.training
+
+
+def test_equal_constant_leaves_get_their_own_gradients():
+  """GRAD.LEAF.identity: two Tensor.zeros(3) are one hash-consed node; as leaves they must still be told apart."""
+  a, b = Tensor.zeros(3, requires_grad=True), Tensor.zeros(3, requires_grad=True)
+  (a * 1.0 + b * 2.0).sum().backward()
+  np.testing.assert_array_equal(a.grad.numpy(), [1.0, 1.0, 1.0])
+  np.testing.assert_array_equal(b.grad.numpy(), [2.0, 2.0, 2.0])
+  # realized together before requires_grad is set: one shared buffer, split when they become leaves
+  c, d = Tensor.ones(2), Tensor.ones(2)
+  Tensor.realize(c, d)
+  assert c.uop is d.uop
+  c.requires_grad, d.requires_grad = True, True
+  assert c.uop is not d.uop
+  (c * 3.0 - d).sum().backward()
+  np.testing.assert_array_equal(c.grad.numpy(), [3.0, 3.0])
+  np.testing.assert_array_equal(d.grad.numpy(), [-1.0, -1.0])
+  np.testing.assert_array_equal(c.numpy(), [1.0, 1.0])

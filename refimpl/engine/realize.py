@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from dataclasses import dataclass, field
 
 from refimpl.codegen import lower, linearize
 from refimpl.device import Buffer, Device, LinearProgram
@@ -14,6 +15,24 @@ from refimpl.uop.verify import verify
 # BUFFER node -> the device buffer holding its data; entries die with their node
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 _compiled: dict[tuple[str, UOp], tuple[LinearProgram, object, tuple[int, ...]]] = {}
+
+
+@dataclass(eq=False)
+class KernelLaunch:
+  """One launch as TinyJit records it (JIT.CAPTURE): the compiled program on `device`, the buffers in slot order,
+  the one buffer it writes (`overwrites`: one that existed before, as for an assign), and the values of its symbolic
+  variables."""
+  name: str
+  device: str
+  compiled: object
+  bufs: tuple[Buffer, ...]
+  out: Buffer
+  overwrites: bool = False
+  vals: dict[str, int] = field(default_factory=dict)
+
+
+# TinyJit sets this to a list while it captures a call; every launch is then also appended to it (JIT.CAPTURE)
+capture: list[KernelLaunch] | None = None
 
 
 def buffer_for(node: UOp) -> Buffer:
@@ -44,13 +63,16 @@ def run_kernels(kernels: list[UOp]) -> None:
   debug = getenv("DEBUG", 0)
   t0 = time.perf_counter()
   for k in kernels:
-    out = k.src[0]
+    out = k.src[0] if k.src[0].op is Ops.BUFFER else k.src[0].src[0]   # an in-place write names the version it replaces
     device = out.src[1].arg
     bufs = [buffer_for(b if b.op is Ops.BUFFER else b.src[0]) for b in k.src]   # inputs may be ASSIGN(BUFFER, ..)
     if out.arg == 0: continue   # nothing to compute (EXEC.GRID.empty)
     prog, compiled, slots = compile_kernel(device, k)
     st = time.perf_counter()
-    Device[device].launch(compiled, [bufs[s] for s in slots])
+    call_bufs = tuple(bufs[s] for s in slots)
+    Device[device].launch(compiled, list(call_bufs))
+    if capture is not None:
+      capture.append(KernelLaunch(k.arg.name, device, compiled, call_bufs, bufs[0], k.arg.in_place))
     if debug >= 2:
       print(f"{device:8s} kernel {k.arg.name:24s} {len(bufs)} buffers  {(time.perf_counter() - st) * 1e3:8.3f} ms")
   if debug >= 1 and kernels:
