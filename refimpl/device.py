@@ -6,6 +6,7 @@ register either by calling `register_device(name, factory)` or through the entry
 the PYTHON device of `emu` without importing it (DESIGN.md: nothing in refimpl imports emu)."""
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -87,6 +88,22 @@ _FACTORIES: dict[str, Callable[[], Backend]] = {}
 def register_device(name: str, factory: Callable[[], Backend]) -> None:
   """DEV.REGISTRY: make `name` (upper case, e.g. 'PYTHON') available; `factory()` builds the backend on first use."""
   _FACTORIES[name.upper()] = factory
+
+
+# DEV.REGISTRY: refimpl's own compiled backends, "module:Factory", imported on first use so that importing refimpl
+# needs no compiler or GPU package. The CL and CUDA entries go here too.
+_BUILTIN: dict[str, str] = {"CPU": "refimpl.runtime.ops_cpu:CPUBackend", "CL": "refimpl.runtime.ops_cl:CLBackend",
+                             "CUDA": "refimpl.runtime.ops_cuda:CUDABackend"}
+
+
+def _builtin(path: str) -> Callable[[], Backend]:
+  def make() -> Backend:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)()
+  return make
+
+
+for _name, _path in _BUILTIN.items(): register_device(_name, _builtin(_path))
 
 
 def _discover() -> None:

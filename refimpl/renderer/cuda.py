@@ -1,0 +1,25 @@
+"""CUDA C for the CUDA device (spec/backends.md, DEV.CUDA.*), compiled by NVRTC without any header: the stdint
+names, NAN and INFINITY come from a short preamble, the math functions and memcpy are CUDA's device built-ins."""
+from __future__ import annotations
+
+from refimpl.renderer.gpu import GPULanguage
+
+_PREAMBLE = """typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t;
+typedef unsigned short uint16_t; typedef int int32_t; typedef unsigned int uint32_t;
+typedef long long int64_t; typedef unsigned long long uint64_t;
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fc00000)
+"""
+
+
+class CUDARenderer(GPULanguage):
+  """CUDA C: `extern "C" __global__` kernels, blockIdx/threadIdx, `__shared__` local memory, `__syncthreads()`."""
+  helper_prefix = "__device__ static inline "
+  restrict = "__restrict__"
+  kernel_prefix = 'extern "C" __global__ '
+  barrier = "__syncthreads();"
+  local_prefix = "__shared__ "
+  preamble = _PREAMBLE
+
+  def group_id(self, d: int) -> str: return f"(int)blockIdx.{'xyz'[d]}"
+  def local_id(self, d: int) -> str: return f"(int)threadIdx.{'xyz'[d]}"

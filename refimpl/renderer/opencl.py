@@ -1,0 +1,55 @@
+"""OpenCL C for the CL device (spec/backends.md, DEV.CL.*).
+
+OpenCL C is C99 with overloaded math built-ins, no libc and no `memcpy`; the preamble maps the base's spellings onto
+it: stdint typedefs, the float32 libm names (`exp2f` -> `exp2`), and a byte-copying `memcpy` for the bit casts of the
+16-bit float conversions. float16 and bfloat16 are stored as their bits and computed in float32 with a rounding
+after every op (DEV.C.half), which needs no `cl_khr_fp16` (DEV.CL.half). float64 needs `cl_khr_fp64` (DEV.CL.fp64)."""
+from __future__ import annotations
+
+from refimpl.dtype import DType, dtypes
+from refimpl.renderer.cstyle import SHORT_NAMES, _Kernel
+from refimpl.renderer.gpu import GPULanguage
+
+_TYPEDEFS = """typedef char int8_t; typedef uchar uint8_t; typedef short int16_t; typedef ushort uint16_t;
+typedef int int32_t; typedef uint uint32_t; typedef long int64_t; typedef ulong uint64_t;
+#define exp2f exp2
+#define log2f log2
+#define sinf sin
+#define powf pow
+#define sqrtf sqrt
+#define truncf trunc
+#define fmaf fma
+#define memcpy(dst, src, n) { for (int _b = 0; _b < (int)(n); _b++) ((uchar*)(dst))[_b] = ((const uchar*)(src))[_b]; }
+"""
+
+
+class OpenCLRenderer(GPULanguage):
+  """OpenCL C: `__kernel` functions, get_group_id/get_local_id, `__local` memory, `barrier(...)`. `fp64` says
+  whether the device has cl_khr_fp64: without it, float-to-int casts saturate with float comparisons."""
+  helper_prefix = "static inline "
+  buffer_prefix = "__global "
+  kernel_prefix = "__kernel "
+  barrier = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);"
+  local_prefix = "__local "
+
+  def __init__(self, fp16: bool = False, fp64: bool = True):
+    self.fp16, self.fp64 = fp16, fp64
+    self.preamble = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if fp64 else "") + _TYPEDEFS
+
+  def storage_type(self, dt: DType) -> str:
+    """DEV.CL.bool: kernel arguments cannot point to bool in OpenCL C, so bool buffers are uchar (bytes 0 or 1)."""
+    return "uchar" if dt == dtypes.bool else super().storage_type(dt)
+
+  def group_id(self, d: int) -> str: return f"(int)get_group_id({d})"
+  def local_id(self, d: int) -> str: return f"(int)get_local_id({d})"
+
+  def _f2i(self, k: _Kernel, dt: DType) -> str:
+    """OP.CAST.saturate without double (DEV.CL.fp64): the float32 bounds 2^(bits-1) and 2^bits are exact."""
+    if self.fp64: return super()._f2i(k, dt)
+    t, s = self.value_type(dt), SHORT_NAMES[dt]
+    lo, hi = self.render_const(dtypes.min(dt), dt), self.render_const(dtypes.max(dt), dt)
+    if dtypes.is_unsigned(dt):
+      body = f"return x != x || x <= 0.0f ? 0 : x >= 0x1p{dt.bits}f ? {hi} : ({t})x;"
+    else:
+      body = f"return x != x ? 0 : x <= -0x1p{dt.bits - 1}f ? {lo} : x >= 0x1p{dt.bits - 1}f ? {hi} : ({t})x;"
+    return k.need(f"f2i_{s}", f"{self.helper_prefix}{t} f2i_{s}(float x) {{ {body} }}")

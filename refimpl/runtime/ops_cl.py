@@ -1,0 +1,111 @@
+"""The CL device (spec/backends.md, DEV.CL.*): OpenCL C from the C-style renderer, built and run through pyopencl.
+
+The device's extensions decide how 16- and 64-bit floats work: without `cl_khr_fp16`, float16 is storage only
+(`vload_half`/`vstore_half`, computed in float32 and rounded after every op, DEV.CL.half); without `cl_khr_fp64`,
+float64 is unsupported and asking for it is an error that says so (DEV.DTYPE)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from refimpl.device import Backend, Buffer, LinearProgram
+from refimpl.dtype import DType, dtypes
+from refimpl.helpers import SpecError, getenv
+
+
+def _pyopencl():
+  try:
+    import pyopencl
+  except ImportError as e:
+    raise SpecError("DEV.REGISTRY", f"the CL device needs pyopencl: pip install 'tinyspec[cl]' ({e})") from None
+  return pyopencl
+
+
+@dataclass
+class CLProgram:
+  """A built program: its source, the kernel object and the program it came from."""
+  program: LinearProgram
+  source: str
+  kernel: object
+
+
+class CLBackend(Backend):
+  """OpenCL device `index` of the first platform that has one (CL_PLATFORM overrides); one in-order queue, so
+  launches and copies happen in the order issued (EXEC.ORDER.device)."""
+  name = "CL"
+
+  def __init__(self, index: int = 0):
+    cl = self.cl = _pyopencl()
+    platforms = cl.get_platforms()
+    devices = [d for p in platforms[getenv("CL_PLATFORM", 0):] for d in p.get_devices()]
+    if not devices: raise SpecError("DEV.REGISTRY", "no OpenCL device found (is an ICD such as pocl installed?)")
+    self.device = devices[index]
+    self.context = cl.Context([self.device])
+    self.queue = cl.CommandQueue(self.context)
+    ext = self.device.extensions.split()
+    self.has_fp16, self.has_fp64 = "cl_khr_fp16" in ext, "cl_khr_fp64" in ext
+    self.max_local = tuple(self.device.max_work_item_sizes)
+    self.max_threads = self.device.max_work_group_size
+    self.local_bytes = self.device.local_mem_size
+    self._cache: dict[LinearProgram, CLProgram] = {}
+
+  def supports(self, dtype: DType) -> bool:
+    """DEV.DTYPE: float64 only with cl_khr_fp64; float16 always (storage-only without cl_khr_fp16)."""
+    return dtype.count == 1 and (dtype != dtypes.float64 or self.has_fp64)
+
+  def alloc(self, size: int, dtype: DType) -> Buffer:
+    if not self.supports(dtype):
+      raise SpecError("DEV.DTYPE", f"CL device {self.device.name!r} has no cl_khr_fp64: float64 is unsupported")
+    if size < 0: raise SpecError("DEV.ALLOC", f"CL: negative size {size}")
+    mem = self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE, max(1, size * dtype.itemsize))
+    return Buffer(self.name, size, dtype, mem)
+
+  def copyin(self, buf: Buffer, data: bytes | memoryview) -> None:
+    """DEV.COPY: exactly nbytes, unchanged; blocking, so the host data may change afterwards."""
+    src = np.frombuffer(data, np.uint8)
+    if src.size != buf.nbytes: raise SpecError("DEV.COPY", f"copy in of {src.size} bytes into {buf.nbytes} bytes")
+    if buf.dtype == dtypes.bool and (src > 1).any(): raise SpecError("DEV.COPY", "bool bytes must be 0 or 1")
+    if src.size: self.cl.enqueue_copy(self.queue, buf.handle, src, is_blocking=True)
+
+  def copyout(self, buf: Buffer) -> bytes:
+    out = np.empty(buf.nbytes, np.uint8)
+    if out.size: self.cl.enqueue_copy(self.queue, out, buf.handle, is_blocking=True)
+    return out.tobytes()
+
+  def compile(self, program: LinearProgram) -> CLProgram:
+    """DEV.COMPILE: render OpenCL C for this device's extensions and build it; a build failure carries the log."""
+    if program not in self._cache:
+      from refimpl.renderer.opencl import OpenCLRenderer
+      src = OpenCLRenderer(fp16=self.has_fp16, fp64=self.has_fp64).render(program)
+      if getenv("DEBUG", 0) >= 3: print(src)
+      try:
+        # DEV.CL.flags: no -cl-fast-relaxed-math, no -cl-mad-enable, denormals kept (EXEC.FLOAT.*)
+        built = self.cl.Program(self.context, src).build(options=["-cl-fp32-correctly-rounded-divide-sqrt"])
+      except self.cl.RuntimeError as e:
+        numbered = "\n".join(f"{i + 1:4d} | {s}" for i, s in enumerate(src.splitlines()))
+        raise SpecError("DEV.COMPILE", f"OpenCL could not build {program.name}:\n{e}\n{numbered}") from None
+      self._cache[program] = CLProgram(program, src, getattr(built, program.name))
+    return self._cache[program]
+
+  def launch(self, compiled: CLProgram, bufs: list[Buffer], vals: dict[str, int] | None = None,
+             global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None) -> None:
+    """DEV.LAUNCH: OpenCL's global size counts threads, so it is the program's global size (work-groups) times its
+    local size (EXEC.GRID.backend); parameters are the buffers in slot order, then the variables as int32."""
+    if isinstance(compiled, LinearProgram): compiled = self.compile(compiled)
+    p, vals = compiled.program, dict(vals or {})
+    self.check_buffers(p, bufs)
+    want = [v.arg[0] for v in p.vars]
+    if sorted(vals) != sorted(want):
+      raise SpecError("EXEC.PROGRAM.params", f"{p.name} takes vars {sorted(want)}, got {sorted(vals)}")
+    gsz = tuple(global_size or p.global_size) + (1,) * (3 - len(global_size or p.global_size))
+    lsz = tuple(local_size or p.local_size) + (1,) * (3 - len(local_size or p.local_size))
+    if 0 in gsz or 0 in lsz: return   # EXEC.GRID.empty
+    if any(lsz[d] > self.max_local[d] for d in range(3)) or int(np.prod(lsz)) > self.max_threads:
+      raise SpecError("DEV.LAUNCH.limits", f"{p.name}: local size {lsz} exceeds this device's limits "
+                      f"{self.max_local} / {self.max_threads} threads")
+    args = [b.handle for b in bufs] + [np.int32(vals[n]) for n in want]
+    compiled.kernel(self.queue, tuple(g * l for g, l in zip(gsz, lsz)), lsz, *args)
+
+  def synchronize(self) -> None:
+    self.queue.finish()

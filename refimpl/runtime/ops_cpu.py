@@ -1,0 +1,205 @@
+"""The CPU device (spec/backends.md, DEV.CPU.*): C from `CRenderer`, compiled by the machine's C compiler (`$CC`,
+default `cc`) into a shared object, loaded with ctypes and run on 64-byte aligned numpy buffers. Compiled objects are
+cached on disk (DEV.CPU.cache); launches with many work-groups are split over a pool of threads (DEV.C.threads)."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from refimpl.device import Backend, Buffer, LinearProgram
+from refimpl.dtype import DType, dtypes
+from refimpl.helpers import SpecError, getenv
+from refimpl.renderer.cstyle import CRenderer, kernel_name
+from refimpl.runtime.launch import Limits, check_launch
+from refimpl.uop import Ops
+
+__all__ = ["CPUBackend", "CPUProgram", "FLAGS"]
+
+# DEV.C.flags: optimise, but no value-changing optimisation: no fast-math (EXEC.FLOAT.fast-math), no contraction of
+# a*b+c into fma (EXEC.FLOAT.contract); ISO C11 so that gcc rounds every float expression to its type
+# (-fexcess-precision=standard, EXEC.FLOAT.precision); math functions need not set errno, which nothing observes.
+FLAGS = ("-shared", "-fPIC", "-O2", "-std=c11", "-ffp-contract=off", "-fno-math-errno")
+LIMITS = Limits()            # DEV.CPU.limits: those of the PYTHON device, so a program that runs there runs here
+PARALLEL_MIN = 4096          # DEV.C.threads: fewer work-groups than this run on the calling thread
+ALIGN = 64
+_NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16,
+       dtypes.uint16: np.uint16, dtypes.int32: np.int32, dtypes.uint32: np.uint32, dtypes.int64: np.int64,
+       dtypes.uint64: np.uint64, dtypes.float16: np.float16, dtypes.bfloat16: np.uint16, dtypes.float32: np.float32,
+       dtypes.float64: np.float64}
+_CTYPES = {dtypes.int8: ctypes.c_int8, dtypes.uint8: ctypes.c_uint8, dtypes.int16: ctypes.c_int16,
+           dtypes.uint16: ctypes.c_uint16, dtypes.int32: ctypes.c_int32, dtypes.uint32: ctypes.c_uint32,
+           dtypes.int64: ctypes.c_int64, dtypes.uint64: ctypes.c_uint64}
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(n: int) -> ThreadPoolExecutor:
+  """A persistent pool of `n` threads (ctypes releases the GIL while a kernel runs, so they run in parallel)."""
+  if n not in _POOLS: _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tinyspec-cpu")
+  return _POOLS[n]
+
+
+@dataclass
+class CPUProgram:
+  """A compiled program: the C source, the loaded function and the size parameters it takes after the buffers,
+  the variables and core_start/core_end."""
+  program: LinearProgram
+  source: str
+  fn: object
+  grid_params: tuple[str, ...]
+  has_barrier: bool
+
+  @property
+  def name(self) -> str: return self.program.name
+
+
+class CPUBackend(Backend):
+  """The CPU: `CC` picks the compiler, `CPU_THREADS` the number of threads (1: no threading; default: every core),
+  `CACHE_DIR` the disk cache (default `$XDG_CACHE_HOME/tinyspec` or `~/.cache/tinyspec`), `CACHE=0` turns it off.
+  They are read when the backend is made."""
+  name = "CPU"
+
+  def __init__(self):
+    self.cc = os.environ.get("CC", "cc")
+    self.threads = int(os.environ.get("CPU_THREADS", "0")) or os.cpu_count() or 1
+    if os.environ.get("CACHE", "1") == "0": self.cache_dir: Path | None = None
+    else:
+      root = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                         os.path.expanduser("~/.cache"), "tinyspec")
+      self.cache_dir = Path(root) / "cpu"
+    self.renderer = CRenderer()
+    self.compiler_runs = 0   # how many times the compiler was invoked (a disk cache hit does not count)
+    self._compiler_id: str | None = None
+    self._programs: dict[LinearProgram, CPUProgram] = {}
+    self._libs: dict[str, ctypes.CDLL] = {}
+
+  def supports(self, dtype: DType) -> bool:
+    """DEV.DTYPE: every scalar dtype (16-bit floats stored as their bits and computed in float32, DEV.C.half)."""
+    return dtype.count == 1 and dtype in _NP
+
+  # ---- memory (DEV.ALLOC, DEV.COPY): a buffer's handle is a 64-byte aligned uint8 numpy array
+  def alloc(self, size: int, dtype: DType) -> Buffer:
+    """DEV.ALLOC: `size` elements, 64-byte aligned, contents undefined."""
+    if not self.supports(dtype): raise SpecError("DEV.DTYPE", f"CPU allocates scalar dtypes, not {dtype!r}")
+    if size < 0: raise SpecError("DEV.ALLOC", f"CPU: negative size {size}")
+    nbytes = size * dtype.itemsize
+    try: raw = np.empty(nbytes + ALIGN, np.uint8)
+    except MemoryError: raise SpecError("DEV.ALLOC", f"CPU: out of memory for {nbytes} bytes") from None
+    start = -raw.ctypes.data % ALIGN
+    return Buffer(self.name, size, dtype, raw[start:start + nbytes])
+
+  def copyin(self, buf: Buffer, data: bytes | memoryview) -> None:
+    """DEV.COPY: exactly nbytes, copied once into the buffer; bool bytes must be 0 or 1."""
+    src = np.frombuffer(data, np.uint8)
+    if src.size != buf.nbytes: raise SpecError("DEV.COPY", f"copy in of {src.size} bytes into {buf.nbytes} bytes")
+    if buf.dtype == dtypes.bool and (src > 1).any(): raise SpecError("DEV.COPY", "bool bytes must be 0 or 1")
+    buf.handle[:] = src
+
+  def copyout(self, buf: Buffer) -> bytes:
+    """DEV.COPY: the buffer's bytes, copied once."""
+    return buf.handle.tobytes()
+
+  def free(self, buf: Buffer) -> None: buf.handle = None
+
+  # ---- compiling (DEV.COMPILE)
+  def compile(self, program: LinearProgram) -> CPUProgram:
+    """Render C for `program` and compile it (or find it in the caches)."""
+    if program not in self._programs:
+      src = self.renderer.render(program)
+      if getenv("DEBUG", 0) >= 3: print(src)
+      lib = self.compile_c(src, program.name)
+      fn = getattr(lib, kernel_name(program))
+      grid = tuple(self.renderer.grid_params(program))
+      fn.argtypes = ([ctypes.c_void_p] * len(program.globals) + [_CTYPES[v.dtype] for v in program.vars] +
+                     [ctypes.c_int64] * (2 + len(grid)))
+      fn.restype = None
+      barrier = any(u.op is Ops.BARRIER for u in program.uops)
+      self._programs[program] = CPUProgram(program, src, fn, grid, barrier)
+    return self._programs[program]
+
+  def compiler_id(self) -> str:
+    """The compiler's resolved path and `--version` line: part of the cache key (DEV.CPU.cache)."""
+    if self._compiler_id is None:
+      path = shutil.which(self.cc)
+      if path is None: raise SpecError("DEV.COMPILE", f"no C compiler: CC={self.cc!r} is not on PATH")
+      out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
+      self._compiler_id = f"{os.path.realpath(path)}\n{out.splitlines()[0] if out else ''}"
+    return self._compiler_id
+
+  def compile_c(self, src: str, name: str = "kernel") -> ctypes.CDLL:
+    """Compile C source `src` to a shared object and load it; a disk cache keyed by the sha256 of the source, the
+    compiler and the flags makes a second compile of the same source load the earlier object (DEV.CPU.cache)."""
+    key = hashlib.sha256("\0".join((src, self.compiler_id(), *FLAGS)).encode()).hexdigest()
+    if key in self._libs: return self._libs[key]
+    if self.cache_dir is not None and (self.cache_dir / f"{key}.so").exists():
+      lib = ctypes.CDLL(str(self.cache_dir / f"{key}.so"))
+    else:
+      with tempfile.TemporaryDirectory(prefix="tinyspec-cc-") as tmp:
+        c_file, so_file = Path(tmp) / f"{name}.c", Path(tmp) / f"{key}.so"
+        c_file.write_text(src)
+        self.compiler_runs += 1
+        r = subprocess.run([shutil.which(self.cc) or self.cc, *FLAGS, "-o", str(so_file), str(c_file), "-lm"],
+                           capture_output=True, text=True)
+        if r.returncode != 0: raise _compile_error(self.cc, name, src, r.returncode, r.stderr + r.stdout)
+        if self.cache_dir is None: lib = ctypes.CDLL(str(so_file))   # mapped: removing the file is fine
+        else:
+          self.cache_dir.mkdir(parents=True, exist_ok=True)
+          final = self.cache_dir / f"{key}.so"
+          tmp_final = self.cache_dir / f".{key}.{os.getpid()}.tmp"
+          shutil.copyfile(so_file, tmp_final)
+          os.replace(tmp_final, final)   # atomic: a concurrent reader sees the whole object or none
+          lib = ctypes.CDLL(str(final))
+    self._libs[key] = lib
+    return lib
+
+  # ---- running (DEV.LAUNCH)
+  def launch(self, compiled: CPUProgram, bufs: list[Buffer], vals: dict[str, int] | None = None,
+             global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None) -> None:
+    """DEV.LAUNCH: every check before anything runs (runtime/launch.py); an empty grid runs nothing
+    (EXEC.GRID.empty); many work-groups are split into contiguous ranges run by a thread each (DEV.C.threads).
+    The call returns when the kernel has finished, so DEV.SYNC has nothing to wait for."""
+    if isinstance(compiled, LinearProgram): compiled = self.compile(compiled)
+    p, vals = compiled.program, dict(vals or {})
+    gsz, lsz = check_launch(self, p, bufs, vals, global_size, local_size, LIMITS)
+    if 0 in gsz or 0 in lsz: return
+    if compiled.has_barrier and math.prod(lsz) > 1:
+      raise SpecError("DEV.CPU.workgroup", f"{p.name}: the CPU runs the threads of a work-group one after another, "
+                      f"so it cannot run a BARRIER in work-groups of {math.prod(lsz)} threads (local size {lsz})")
+    for b in bufs:
+      if not isinstance(b.handle, np.ndarray): raise SpecError("EXEC.PROGRAM.params", f"{p.name}: buffer not on CPU")
+    head = [b.handle.ctypes.data for b in bufs] + [vals[v.arg[0]] for v in p.vars]
+    sizes = {"gsize0": gsz[0], "gsize1": gsz[1], "lsize0": lsz[0], "lsize1": lsz[1], "lsize2": lsz[2]}
+    tail = [sizes[n] for n in compiled.grid_params]
+    total = math.prod(gsz)
+    n = min(self.threads, total)
+    if n <= 1 or total < PARALLEL_MIN:
+      compiled.fn(*head, 0, total, *tail)
+      return
+    bounds = [total * i // n for i in range(n + 1)]
+    # work-groups are independent (EXEC.BARRIER.scope), so any split gives the same buffers (EXEC.ASIF)
+    futures = [_pool(n).submit(compiled.fn, *head, lo, hi, *tail) for lo, hi in zip(bounds, bounds[1:])]
+    for f in futures: f.result()
+
+
+def _compile_error(cc: str, name: str, src: str, rc: int, log: str, around: int = 3) -> SpecError:
+  """DEV.CPU.compile-error: the compiler's whole log and the numbered source lines around the first error; the whole
+  source is the error's `source` attribute."""
+  lines = src.splitlines()
+  m = re.search(r"\.c:(\d+):(?:\d+:)? *(?:fatal )?error", log) or re.search(r"\.c:(\d+):", log)
+  first = int(m.group(1)) if m else 1
+  lo, hi = max(1, first - around), min(len(lines), first + around)
+  excerpt = "\n".join(f"{'>' if i == first else ' '}{i:5d} | {lines[i - 1]}" for i in range(lo, hi + 1))
+  err = SpecError("DEV.COMPILE", f"{cc} could not compile {name} (exit status {rc}):\n{log.rstrip()}\n"
+                                 f"source lines {lo}-{hi}:\n{excerpt}")
+  err.source = src   # type: ignore[attr-defined]
+  return err

@@ -1,0 +1,166 @@
+"""The CUDA device (spec/backends.md, DEV.CUDA.*): CUDA C from the C-style renderer, compiled with NVRTC, run
+through the CUDA driver API, both from cuda-python (`cuda.bindings`).
+
+Compiling needs only NVRTC, so CI checks generated CUDA without a GPU (`nvrtc_compile`); everything else needs a GPU
+and a driver. The module imports cuda-python lazily: importing it on a machine without the package is fine, opening
+the device is where a missing package or driver is reported (DEV.REGISTRY)."""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from refimpl.device import Backend, Buffer, LinearProgram
+from refimpl.dtype import DType, dtypes
+from refimpl.helpers import SpecError, getenv
+
+# DEV.LAUNCH.limits of every CUDA device of compute capability >= 3.0
+MAX_LOCAL = (1024, 1024, 64)
+MAX_THREADS = 1024
+MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+
+
+def _bindings():
+  try:
+    from cuda.bindings import driver, nvrtc
+  except ImportError as e:
+    raise SpecError("DEV.REGISTRY", "the CUDA device needs cuda-python: pip install 'tinyspec[cuda]' "
+                    f"(cuda-python and nvidia-cuda-nvrtc) ({e})") from None
+  return driver, nvrtc
+
+
+def _check(result, what: str):
+  """cuda-python returns (error, *values): raise with the error's name, else give the values."""
+  err, *values = result if isinstance(result, tuple) else (result,)
+  if int(err) != 0:
+    name = getattr(err, "name", str(err))
+    raise SpecError("DEV.CUDA.error", f"{what} failed: {name}")
+  return values[0] if len(values) == 1 else tuple(values)
+
+
+def nvrtc_compile(src: str, name: str, arch: str = "compute_75", cubin: bool = False) -> bytes:
+  """Compile CUDA C `src` with NVRTC to PTX (arch `compute_XY`) or to a cubin (arch `sm_XY`). A compile error raises
+  SpecError(DEV.COMPILE) with NVRTC's log and the numbered source lines around the first error."""
+  _, nvrtc = _bindings()
+  prog = _check(nvrtc.nvrtcCreateProgram(src.encode(), f"{name}.cu".encode(), 0, [], []), "nvrtcCreateProgram")
+  # DEV.CUDA.compile: IEEE division and square root, no FMA contraction (EXEC.FLOAT.contract), subnormals kept
+  opts = [f"--gpu-architecture={arch}".encode(), b"--fmad=false", b"--prec-div=true", b"--prec-sqrt=true",
+          b"--ftz=false", b"-default-device"]
+  err = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)[0]
+  log_size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+  log = b" " * log_size
+  nvrtc.nvrtcGetProgramLog(prog, log)
+  if int(err) != 0:
+    nvrtc.nvrtcDestroyProgram(prog)
+    raise SpecError("DEV.COMPILE", f"NVRTC could not compile {name}:\n{log.decode(errors='replace').strip()}\n"
+                    f"{_source_excerpt(src, log.decode(errors='replace'))}")
+  get_size, get = ((nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN) if cubin else
+                   (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX))
+  out = b" " * _check(get_size(prog), "nvrtc size")
+  _check(get(prog, out), "nvrtc get")
+  nvrtc.nvrtcDestroyProgram(prog)
+  return out
+
+
+def _source_excerpt(src: str, log: str, around: int = 3) -> str:
+  """The numbered source lines around the first `(line):` the compiler log names."""
+  import re
+  m = re.search(r"\((\d+)\):", log)
+  lines = src.splitlines()
+  if m is None: return "\n".join(f"{i + 1:4d} | {s}" for i, s in enumerate(lines[:20]))
+  n = int(m.group(1))
+  return "\n".join(f"{i + 1:4d} | {lines[i]}" for i in range(max(0, n - 1 - around), min(len(lines), n + around)))
+
+
+@dataclass
+class CUDAProgram:
+  """A compiled program: the source, the loaded function and the program it came from."""
+  program: LinearProgram
+  source: str
+  function: object
+  module: object
+
+
+class CUDABackend(Backend):
+  """CUDA through cuda-python's driver API (DEV.*): one context on device `index`, synchronous copies, launches on
+  the default stream in schedule order (EXEC.ORDER.device)."""
+  name = "CUDA"
+
+  def __init__(self, index: int = 0):
+    self.driver, _ = _bindings()
+    d = self.driver
+    _check(d.cuInit(0), "cuInit (is there a GPU and a driver?)")
+    self.dev = _check(d.cuDeviceGet(index), "cuDeviceGet")
+    self.ctx = _check(d.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
+    _check(d.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+    major = _check(d.cuDeviceGetAttribute(d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev),
+                   "cuDeviceGetAttribute")
+    minor = _check(d.cuDeviceGetAttribute(d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev),
+                   "cuDeviceGetAttribute")
+    self.arch = f"sm_{major}{minor}"
+    self._cache: dict[LinearProgram, CUDAProgram] = {}
+
+  def supports(self, dtype: DType) -> bool:
+    return dtype.count == 1   # every scalar dtype: float16/bfloat16 through cuda_fp16.h / cuda_bf16.h (DEV.DTYPE)
+
+  def alloc(self, size: int, dtype: DType) -> Buffer:
+    """DEV.ALLOC: device memory, at least one byte so that every buffer has a distinct address."""
+    if size < 0: raise SpecError("DEV.ALLOC", f"CUDA: negative size {size}")
+    ptr = _check(self.driver.cuMemAlloc(max(1, size * dtype.itemsize)), f"cuMemAlloc of {size * dtype.itemsize} bytes")
+    return Buffer(self.name, size, dtype, ptr)
+
+  def free(self, buf: Buffer) -> None:
+    if buf.handle is not None: self.driver.cuMemFree(buf.handle)
+    buf.handle = None
+
+  def copyin(self, buf: Buffer, data: bytes | memoryview) -> None:
+    """DEV.COPY: exactly nbytes, unchanged."""
+    src = np.frombuffer(data, np.uint8)
+    if src.size != buf.nbytes: raise SpecError("DEV.COPY", f"copy in of {src.size} bytes into {buf.nbytes} bytes")
+    if buf.dtype == dtypes.bool and (src > 1).any(): raise SpecError("DEV.COPY", "bool bytes must be 0 or 1")
+    if src.size: _check(self.driver.cuMemcpyHtoD(buf.handle, src.ctypes.data, src.size), "cuMemcpyHtoD")
+
+  def copyout(self, buf: Buffer) -> bytes:
+    out = np.empty(buf.nbytes, np.uint8)
+    if out.size: _check(self.driver.cuMemcpyDtoH(out.ctypes.data, buf.handle, out.size), "cuMemcpyDtoH")
+    return out.tobytes()
+
+  def compile(self, program: LinearProgram) -> CUDAProgram:
+    """DEV.COMPILE: render CUDA C, compile it to a cubin for this GPU, load it."""
+    if program not in self._cache:
+      from refimpl.renderer.cuda import CUDARenderer
+      src = CUDARenderer().render(program)
+      if getenv("DEBUG", 0) >= 3: print(src)
+      image = nvrtc_compile(src, program.name, self.arch, cubin=True)
+      module = _check(self.driver.cuModuleLoadData(image), "cuModuleLoadData")
+      fn = _check(self.driver.cuModuleGetFunction(module, program.name.encode()), "cuModuleGetFunction")
+      self._cache[program] = CUDAProgram(program, src, fn, module)
+    return self._cache[program]
+
+  def launch(self, compiled: CUDAProgram, bufs: list[Buffer], vals: dict[str, int] | None = None,
+             global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None) -> None:
+    """DEV.LAUNCH: the grid is the program's global size in blocks and its local size in threads (EXEC.GRID.backend);
+    parameters are the buffers' device pointers in slot order, then the variables as int32."""
+    if isinstance(compiled, LinearProgram): compiled = self.compile(compiled)
+    p, vals = compiled.program, dict(vals or {})
+    self.check_buffers(p, bufs)
+    want = [v.arg[0] for v in p.vars]
+    if sorted(vals) != sorted(want):
+      raise SpecError("EXEC.PROGRAM.params", f"{p.name} takes vars {sorted(want)}, got {sorted(vals)}")
+    gsz = tuple(global_size or p.global_size) + (1,) * (3 - len(global_size or p.global_size))
+    lsz = tuple(local_size or p.local_size) + (1,) * (3 - len(local_size or p.local_size))
+    if 0 in gsz or 0 in lsz: return   # EXEC.GRID.empty
+    for d in range(3):
+      if lsz[d] > MAX_LOCAL[d] or gsz[d] > MAX_GRID[d]:
+        raise SpecError("DEV.LAUNCH.limits", f"{p.name}: launch {gsz} x {lsz} exceeds CUDA's limits")
+    if int(np.prod(lsz)) > MAX_THREADS:
+      raise SpecError("DEV.LAUNCH.limits", f"{p.name}: {int(np.prod(lsz))} threads per block, max {MAX_THREADS}")
+    args = [ctypes.c_uint64(int(b.handle)) for b in bufs] + [ctypes.c_int32(vals[n]) for n in want]
+    params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+    _check(self.driver.cuLaunchKernel(compiled.function, *gsz, *lsz, 0, 0, ctypes.addressof(params), 0),
+           f"cuLaunchKernel {p.name}")
+    self.synchronize()   # DEV.SYNC per launch: a faulting kernel is reported at the launch that caused it
+
+  def synchronize(self) -> None:
+    _check(self.driver.cuCtxSynchronize(), "cuCtxSynchronize")
