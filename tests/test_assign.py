@@ -19,10 +19,10 @@ from refimpl.uop import Ops
 def sanitizer():
   """Sanitize every launch on PYTHON (EXEC.SANITIZER): races and reads of unwritten elements fault."""
   dev = Device["PYTHON"]
-  saved = dev.sanitize
-  dev.sanitize = True
+  saved, saved_default = dev.sanitize, Device.DEFAULT
+  dev.sanitize, Device.DEFAULT = True, "PYTHON"   # the sanitizer is what checks the hazards, so PYTHON even under DEV
   yield
-  dev.sanitize = saved
+  dev.sanitize, Device.DEFAULT = saved, saved_default
 
 
 def buf(t: Tensor):
