@@ -13,7 +13,7 @@ from refimpl.device import Device
 from refimpl.dtype import (DType, DTypeLike, dtypes, least_upper_dtype, least_upper_float, scalar_result_dtype,
                            sum_acc_dtype, to_dtype)
 from refimpl.engine.realize import buffers, run_kernels
-from refimpl.engine.schedule import kernelize, new_buffer, schedule
+from refimpl.engine.schedule import ScheduleItem, kernelize, new_buffer, schedule
 from refimpl.helpers import SpecError
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
@@ -95,8 +95,11 @@ class Tensor(metaclass=_TensorType):
   # ---- autograd (spec/gradients.md) ----
   @property
   def requires_grad(self) -> bool | None:
-    """None (undecided), True (backward() fills .grad) or False; only float tensors can require gradients."""
-    return self._requires_grad
+    """True (backward() fills .grad of a leaf), False, or None (undecided); only float tensors can require gradients.
+    A tensor computed from one that requires gradients requires them too (GRAD.NOGRAD), unless made under no_grad."""
+    if self._requires_grad is not None: return self._requires_grad
+    leaves = {t.uop for t in list(Tensor._live) if t._requires_grad}
+    return True if leaves and any(u in leaves for u in self.uop.toposort()) else None
   @requires_grad.setter
   def requires_grad(self, value: bool | None) -> None:
     if value and not dtypes.is_float(self.dtype):
@@ -153,22 +156,28 @@ class Tensor(metaclass=_TensorType):
     from refimpl.gradient import compute_gradient
     for t in targets:
       if not dtypes.is_float(t.dtype): raise SpecError("GRAD.DTYPE", f"a target of dtype {t.dtype!r} has no gradient")
-    grads = compute_gradient(self.uop, self._grad_seed(gradient), {t.uop for t in targets})
-    return [Tensor(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
+    wanted = {t.uop for t in targets}
+    root, alias = _through_realized(self.uop, wanted)
+    grads = compute_gradient(root, self._grad_seed(gradient), {alias.get(u, u) for u in wanted})
+    found = [grads.get(alias.get(t.uop, t.uop)) for t in targets]
+    return [Tensor(g) if g is not None else t.zeros_like() for t, g in zip(targets, found)]
 
   def backward(self, gradient=None) -> Tensor:
     """Add the derivative of this tensor to the `.grad` of every tensor with requires_grad=True that it depends on
     (GRAD.ACCUM); without `gradient` this tensor must have one element (GRAD.SCALAR)."""
     from refimpl.gradient import compute_gradient
     seed = self._grad_seed(gradient)
-    graph = set(self.uop.toposort())
-    leaves = [t for t in list(Tensor._live) if t.requires_grad and t.uop in graph]
+    candidates = [t for t in list(Tensor._live) if t._requires_grad]   # leaves: requires_grad set on the tensor itself
+    root, alias = _through_realized(self.uop, {t.uop for t in candidates})
+    graph = set(root.toposort())
+    leaves = [t for t in candidates if alias.get(t.uop, t.uop) in graph]
     if not leaves: raise SpecError("GRAD.NOGRAD", "backward() on a tensor that depends on no tensor with "
                                    "requires_grad=True")
-    grads = compute_gradient(self.uop, seed, {t.uop for t in leaves})
+    grads = compute_gradient(root, seed, {alias.get(t.uop, t.uop) for t in leaves})
     for t in leaves:
-      if t.uop not in grads: continue   # GRAD.MODEL.sum: no cotangent leaves .grad unchanged
-      g = Tensor(grads[t.uop], requires_grad=False)
+      node = alias.get(t.uop, t.uop)
+      if node not in grads: continue   # GRAD.MODEL.sum: no cotangent leaves .grad unchanged
+      g = Tensor(grads[node], requires_grad=False)
       t.grad = g if t.grad is None else t.grad + g
     return self
 
@@ -206,9 +215,9 @@ class Tensor(metaclass=_TensorType):
     _replace(kernelize([t.uop for t in (self, *others)]))   # one schedule: an assign shared by two is one kernel
     return self
 
-  def schedule(self, *others: Tensor) -> list[UOp]:
-    """The KERNEL nodes that realizing these tensors runs, in order."""
-    return schedule(list(kernelize([t.uop for t in (self, *others)]).values()))
+  def schedule(self, *others: Tensor) -> list[ScheduleItem]:
+    """The kernels that realizing these tensors runs, in order, each with its `ast` (and its KERNEL node)."""
+    return [ScheduleItem(k) for k in schedule(list(kernelize([t.uop for t in (self, *others)]).values()))]
 
   def realize(self, *others: Tensor) -> Tensor:
     """Run the kernels that compute this tensor (and `others`) as one schedule; afterwards its uop is a BUFFER (or a
@@ -221,6 +230,7 @@ class Tensor(metaclass=_TensorType):
     # kernelized earlier) now reads the buffer instead
     ran.update({n: n.src[0] for g in graphs.values() for n in g.toposort()
                 if n.op is Ops.ASSIGN and n.src[1].op is Ops.KERNEL and n.src[1].arg.in_place})
+    _record_lineage(ran, graphs)
     _replace(ran)
     return self
 
@@ -410,6 +420,29 @@ class Tensor(metaclass=_TensorType):
     """Normal samples: mean + std * randn."""
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     return (Tensor.randn(*shape, dtype=dt, **kw) * std + mean).cast(dt)
+
+  @staticmethod
+  def glorot_uniform(*shape, **kw) -> Tensor:
+    """Glorot (Xavier) uniform initial values: U(-b, b) with b = sqrt(6 / (shape[0] + prod(shape[1:]))) (NN.INIT)."""
+    shape = _shape_arg(shape)
+    bound = math.sqrt(6 / (shape[0] + math.prod(shape[1:]))) if shape else 1.0
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kw)
+
+  @staticmethod
+  def kaiming_uniform(*shape, a: float = 0.01, **kw) -> Tensor:
+    """He (Kaiming) uniform initial values for a leaky-relu slope `a`: U(-b, b) with
+    b = sqrt(3) * sqrt(2 / (1 + a^2)) / sqrt(prod(shape[1:])) (NN.INIT)."""
+    shape = _shape_arg(shape)
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a * a)) / math.sqrt(max(1, math.prod(shape[1:])))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kw)
+
+  @staticmethod
+  def kaiming_normal(*shape, a: float = 0.01, **kw) -> Tensor:
+    """He (Kaiming) normal initial values: N(0, std^2) with std = sqrt(2 / (1 + a^2)) / sqrt(prod(shape[1:]))
+    (NN.INIT)."""
+    shape = _shape_arg(shape)
+    std = math.sqrt(2.0 / (1 + a * a)) / math.sqrt(max(1, math.prod(shape[1:])))
+    return Tensor.normal(*shape, mean=0.0, std=std, **kw)
 
   # ---- movement (RESHAPE EXPAND PERMUTE PAD SHRINK FLIP) ----
   def reshape(self, *shape) -> Tensor:
@@ -1229,6 +1262,24 @@ class Tensor(metaclass=_TensorType):
     return sums / count
 
   # ---- nn functional (refimpl.nn) ----
+  def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                   dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+    """softmax(self @ key^T / sqrt(d) + mask) @ value over the last two axes, as torch's function (NN.ATTENTION): a
+    bool mask keeps the positions where it is True, a float mask is added; `is_causal` keeps j <= i."""
+    if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+      raise SpecError("NN.ATTENTION", f"query, key and value need at least 2 axes, got {self.shape}, {key.shape}, "
+                      f"{value.shape}")
+    if self.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+      raise SpecError("NN.ATTENTION", f"query {self.shape}, key {key.shape} and value {value.shape} do not fit")
+    if is_causal:
+      if attn_mask is not None: raise SpecError("NN.ATTENTION", "give either attn_mask or is_causal, not both")
+      n, m = self.shape[-2], key.shape[-2]
+      attn_mask = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(m, device=self.device)
+    scores = self.matmul(key.transpose(-1, -2)) * (1.0 / math.sqrt(self.shape[-1]))
+    if attn_mask is not None:
+      scores = attn_mask.where(scores, -math.inf) if attn_mask.dtype == dtypes.bool else scores + attn_mask
+    return scores.softmax(-1).dropout(dropout_p).matmul(value)
+
   # Layers, normalisations and losses composed from the Tensor ops above, so that autograd needs no rule of its own
   # (GRAD.T, spec/gradients.md). Their meaning, and where it departs from torch or tinygrad, is spec/nn.md.
 
@@ -1522,6 +1573,45 @@ def _strip_assign(u: UOp) -> UOp:
   """ASSIGN(BUFFER, KERNEL) -> BUFFER once the kernel has run (keeping a RESHAPE on top)."""
   if u.op is Ops.RESHAPE and u.src[0].op is Ops.ASSIGN: return UOp(Ops.RESHAPE, u.dtype, (u.src[0].src[0],), u.arg)
   return u.src[0] if u.op is Ops.ASSIGN else u
+
+
+# GRAD.REALIZE: a realized tensor's graph is replaced by its buffer; for each buffer (as the tensor now holds it) that
+# was computed from a tensor requiring gradients, the graph it replaced, so that differentiation can see through it.
+# Entries die with the buffer node; an assign into the buffer drops them (the values are no longer that graph's).
+_lineage: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def _base_buffer(u: UOp) -> UOp | None:
+  while u.op in (Ops.RESHAPE, Ops.ASSIGN): u = u.src[0]
+  return u if u.op is Ops.BUFFER else None
+
+
+def _record_lineage(ran: dict[UOp, UOp], graphs: dict[UOp, UOp]) -> None:
+  written = {_base_buffer(g) for g in graphs.values() if g is not None}
+  for key in [k for k in list(_lineage.keys()) if _base_buffer(k) in written]: del _lineage[key]
+  leaves = {t.uop for t in list(Tensor._live) if t._requires_grad}
+  if not leaves: return
+  for root in graphs:
+    if root.op is Ops.ASSIGN or root in leaves or root is ran[root]: continue
+    if any(u in leaves or u in _lineage for u in root.toposort()): _lineage[ran[root]] = root
+
+
+def _through_realized(root: UOp, targets: set[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
+  """`root` with every realized tensor that has a recorded lineage replaced by the graph that computed it,
+  recursively (GRAD.REALIZE.after): the values are the same, and now gradients can flow. A target replaced so is
+  marked by a CONTIGUOUS of its graph (a pass-through for gradients, GRAD.CONTIGUOUS): the second result maps such
+  targets to their marker, whose cotangent is the target's."""
+  memo: dict[UOp, UOp] = {}
+  alias: dict[UOp, UOp] = {}
+  def expand(u: UOp) -> UOp:
+    if u not in memo:
+      if u in _lineage:
+        v = expand(_lineage[u])
+        if u in targets: v = alias[u] = UOp(Ops.CONTIGUOUS, v.dtype, (v,))
+        memo[u] = v
+      else: memo[u] = u.replace(src=tuple(expand(s) for s in u.src)) if u.src else u
+    return memo[u]
+  return (expand(root), alias) if _lineage else (root, alias)
 
 
 def _replace(mapping: dict[UOp, UOp]) -> None:

@@ -46,7 +46,7 @@ def test_elementwise_update_is_one_kernel_into_the_same_buffer():
   w.assign(w - 0.5 * g)
   kernels = w.schedule()
   assert len(kernels) == 1
-  k = kernels[0]
+  k = kernels[0].kernel
   assert k.src[0] is before and k.arg.in_place                       # it overwrites w's buffer ...
   assert {s for s in k.src if s.op is Ops.BUFFER} == {before, buf(g)}  # ... and no new buffer appears
   assert w.realize() is w

@@ -562,3 +562,39 @@ def test_seed_004_model_as_written_fails_at_linear():
   layers = [nn.Conv2d(1, 32, 5), Tensor.relu, nn.Conv2d(32, 32, 5), Tensor.relu, nn.BatchNorm(32),
             Tensor.max_pool2d, nn.Linear(576, 10)]
   with pytest.raises(SpecError, match="UOP.EXPAND"): Tensor.zeros(2, 1, 28, 28).sequential(layers)
+
+
+@pytest.mark.parametrize("mask", ["none", "bool", "float", "causal"])
+def test_scaled_dot_product_attention_matches_torch(mask):
+  """NN.ATTENTION: values and gradients of q, k, v against torch's function."""
+  rng = np.random.default_rng(7)
+  q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 4), (2, 5, 4), (2, 5, 6)))
+  m_np = {"none": None, "bool": rng.random((3, 5)) > 0.3, "float": rng.standard_normal((3, 5)).astype(np.float32),
+          "causal": None}[mask]
+  if mask == "bool": m_np[:, 0] = True   # every row keeps a position (else NaN, in both)
+  if mask == "causal": q, k = q[:, :, :], k[:, :3, :]; v = v[:, :3, :]
+  tq, tk, tv = (Tensor(a, requires_grad=True) for a in (q, k, v))
+  out = tq.scaled_dot_product_attention(tk, tv, attn_mask=None if m_np is None else Tensor(m_np),
+                                        is_causal=mask == "causal")
+  rq, rk, rv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+  ref = torch.nn.functional.scaled_dot_product_attention(rq, rk, rv, attn_mask=None if m_np is None else
+                                                         torch.tensor(m_np), is_causal=mask == "causal")
+  np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+  g = rng.standard_normal(ref.shape).astype(np.float32)
+  grads = out.gradient(tq, tk, tv, gradient=Tensor(g))
+  ref_grads = torch.autograd.grad(ref, (rq, rk, rv), torch.tensor(g))
+  # softmax then two matmuls in float32: each gradient element sums ~10 products of rounded terms, some cancelling
+  for got, want in zip(grads, ref_grads): np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_initializers_have_the_stated_bounds():
+  """NN.INIT: glorot_uniform and kaiming_uniform stay inside their bounds and fill them; kaiming_normal's spread."""
+  Tensor.manual_seed(3)
+  g = Tensor.glorot_uniform(64, 32).numpy()
+  b = (6 / (64 + 32)) ** 0.5
+  assert np.abs(g).max() <= b and np.abs(g).max() > 0.9 * b
+  k = Tensor.kaiming_uniform(128, 50, a=0.0).numpy()
+  b = 3 ** 0.5 * (2.0 / 50) ** 0.5
+  assert np.abs(k).max() <= b and np.abs(k).max() > 0.9 * b
+  n = Tensor.kaiming_normal(256, 64, a=0.0).numpy()
+  assert abs(n.std() - (2.0 / 64) ** 0.5) < 0.01

@@ -269,3 +269,19 @@ def schedule(graph: list[UOp]) -> list[UOp]:
   if stuck: raise SpecError("EXEC.SCHED.cycle", f"kernels {[k.arg.name for k in stuck]} cannot be ordered: each "
                             "overwrites what another still has to read (were they kernelized separately?)")
   return placed
+
+
+@dataclass(frozen=True)
+class ScheduleItem:
+  """One kernel of a schedule as `Tensor.schedule()` gives it (tinygrad's name): `ast` is the kernel's
+  SINK(STORE(...)) AST, `bufs` the BUFFER nodes it writes (first) and reads, `kernel` the KERNEL node itself and
+  `arg` its Kernel (name, ast, in_place)."""
+  kernel: UOp
+
+  @property
+  def ast(self) -> UOp: return self.kernel.arg.ast
+  @property
+  def arg(self) -> Kernel: return self.kernel.arg
+  @property
+  def bufs(self) -> tuple[UOp, ...]: return tuple(_buffer_of(s) for s in self.kernel.src)
+  def __repr__(self) -> str: return f"<ScheduleItem {self.kernel.arg.name}>"
