@@ -3,8 +3,12 @@ with RANGE ... END brackets around exactly the nodes that depend on the range.
 
 First each REDUCE is made explicit as a register accumulator (EXEC.THREAD.reduce): the register is set to the
 identity before the loop, updated as acc = acc OP v at the end of each iteration (left to right, so float results
-are deterministic), and read after the loop's END."""
+are deterministic), and read after the loop's END. REDUCEs over the same RANGEs (the output tile of an upcast kernel,
+EXEC.OPT.upcast) accumulate in one loop: each has its own register, and their updates are chained so that the loop's
+single END comes after all of them (EXEC.PROGRAM.nest)."""
 from __future__ import annotations
+
+import bisect
 
 from refimpl.dtype import dtypes
 from refimpl.uop import Ops
@@ -17,18 +21,38 @@ def identity(op: Ops, dtype) -> UOp:
   return UOp.const(dtype, value)
 
 
-def _reduce_to_register(ctx: list, r: UOp) -> UOp:
-  v, *rngs = r.src
-  acc = UOp(Ops.DEFINE_REG, r.dtype.ptr(1, "reg"), arg=len(ctx))
-  ctx.append(acc)
-  slot = UOp(Ops.INDEX, acc.dtype, (acc, UOp.const(dtypes.int32, 0)))
-  init = UOp(Ops.STORE, dtypes.void, (slot, identity(r.arg, r.dtype)))
-  current = UOp(Ops.LOAD, r.dtype, (slot, init, *rngs))   # read inside the loop: after init, in every iteration
-  update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(r.arg, v)))
-  end = UOp(Ops.END, dtypes.void, (update, *rngs))
-  return UOp(Ops.LOAD, r.dtype, (slot, end))
+class _Registers:
+  """The state of turning REDUCEs into registers: the REDUCEs of the graph grouped by their RANGEs, and for each
+  REDUCE already turned, the LOAD of its register after the loop."""
+  def __init__(self, sink: UOp):
+    self.groups: dict[tuple[UOp, ...], list[UOp]] = {}
+    for u in sink.toposort():
+      if u.op is Ops.REDUCE: self.groups.setdefault(u.src[1:], []).append(u)
+    self.count = 0
+    self.result: dict[UOp, UOp] = {}
 
 
+def _reduce_to_register(ctx: _Registers, r: UOp) -> UOp:
+  if r not in ctx.result:
+    rngs = r.src[1:]
+    members = ctx.groups.get(rngs, [])
+    if r not in members: members = [r]
+    slots, update = [], None
+    for m in members:
+      acc = UOp(Ops.DEFINE_REG, m.dtype.ptr(1, "reg"), arg=ctx.count)
+      ctx.count += 1
+      slot = UOp(Ops.INDEX, acc.dtype, (acc, UOp.const(dtypes.int32, 0)))
+      init = UOp(Ops.STORE, dtypes.void, (slot, identity(m.arg, m.dtype)))
+      # read inside the loop: after init, in every iteration, and after the previous member's update (one END)
+      current = UOp(Ops.LOAD, m.dtype, (slot, init, *((update,) if update is not None else ()), *rngs))
+      update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(m.arg, m.src[0])))
+      slots.append(slot)
+    end = UOp(Ops.END, dtypes.void, (update, *rngs))
+    for m, slot in zip(members, slots): ctx.result[m] = UOp(Ops.LOAD, m.dtype, (slot, end))
+  return ctx.result[r]
+
+
+# top down, so that the rule sees each REDUCE as it is in the graph (its group is known before its sources change)
 reduce_to_register = PatternMatcher([(UPat(Ops.REDUCE, name="r"), _reduce_to_register, "EXEC.THREAD.reduce")])
 
 
@@ -45,20 +69,26 @@ def _open_ranges(order: list[UOp]) -> dict[UOp, frozenset]:
 
 def linearize(sink: UOp) -> list[UOp]:
   """The flat program for kernel-level `sink` (the SINK itself is not part of it)."""
-  sink = graph_rewrite(sink, reduce_to_register, ctx=[], name="reduce_to_register")
+  sink = graph_rewrite(sink, reduce_to_register, ctx=_Registers(sink), top_down=True, name="reduce_to_register")
   order = [u for u in sink.toposort() if u is not sink]
   inside = _open_ranges(order)
+  pos = {u: i for i, u in enumerate(order)}
+  users: dict[UOp, list[UOp]] = {u: [] for u in order}
+  waiting: dict[UOp, int] = {}   # sources not yet placed
+  for u in order:
+    waiting[u] = len(set(u.src))
+    for s in set(u.src): users[s].append(u)
+  ready = [u for u in order if waiting[u] == 0]   # every source placed, in graph order
+  pending = set(order)
   out: list[UOp] = []
-  done: set[UOp] = set()
   open_stack: list[UOp] = []
-  pending = list(order)
   while pending:
-    ready = [u for u in pending if all(s in done for s in u.src)]
+    opened = set(open_stack)
     # prefer a node that needs no range beyond those open; an END only when it closes the innermost ranges
     def fits(u: UOp) -> bool:
       if u.op is Ops.RANGE: return False
       need = inside[u] | (frozenset(u.src[1:]) if u.op is Ops.END else frozenset())
-      if not need <= set(open_stack): return False
+      if not need <= opened: return False
       if u.op is Ops.END: return set(open_stack[len(open_stack) - len(u.src) + 1:]) == set(u.src[1:])
       return True
     pick = next((u for u in ready if fits(u)), None)
@@ -69,6 +99,9 @@ def linearize(sink: UOp) -> list[UOp]:
     elif pick.op is Ops.END:
       del open_stack[len(open_stack) - (len(pick.src) - 1):]
     out.append(pick)
-    done.add(pick)
     pending.remove(pick)
+    ready.remove(pick)
+    for user in users[pick]:
+      waiting[user] -= 1
+      if waiting[user] == 0: bisect.insort(ready, user, key=pos.__getitem__)
   return out

@@ -41,10 +41,18 @@ def flatten(idx: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
   return flat
 
 
-class _Lowerer:
+class Lowerer:
+  """Builds the kernel-level value of tensor-level nodes at given per-axis index expressions (memoised), making a
+  RANGE loop for every reduced axis. The optimisation pass (opt.py) subclasses it to split reduce loops."""
   def __init__(self):
     self.cache: dict[tuple, UOp] = {}
     self.ranges = 0
+
+  def reduce_loop(self, size: int) -> tuple[UOp, list[UOp]]:
+    """The index of a reduced axis of `size` and the RANGEs that run it, outermost first: one loop here."""
+    r = UOp(Ops.RANGE, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, size),), arg=(self.ranges, "reduce"))
+    self.ranges += 1
+    return r, [r]
 
   def value(self, node: UOp, idx: tuple[UOp, ...], gate: UOp | None) -> UOp:
     key = (node, idx, gate)
@@ -59,7 +67,11 @@ class _Lowerer:
     if op in GroupOp.Elementwise: return UOp(op, node.dtype, tuple(self.value(s, idx, gate) for s in src), arg)
     if op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.NOOP): return self.value(src[0], idx, gate)
     s = src[0].shape
-    if op is Ops.RESHAPE: return self.value(src[0], unflatten(flatten(idx, node.shape), s), gate)
+    if op is Ops.RESHAPE:
+      if tuple(n for n in s if n != 1) == tuple(n for n in node.shape if n != 1):   # only size-1 axes differ:
+        kept = iter(i for i, n in zip(idx, node.shape) if n != 1)                   # index the same axes directly
+        return self.value(src[0], tuple(next(kept) if n != 1 else UOp.const(INDEX_DTYPE, 0) for n in s), gate)
+      return self.value(src[0], unflatten(flatten(idx, node.shape), s), gate)
     if op is Ops.EXPAND:
       return self.value(src[0], tuple(i.const_like(0) if a == 1 else i for i, a in zip(idx, s)), gate)
     if op is Ops.PERMUTE:
@@ -87,9 +99,8 @@ class _Lowerer:
       new_idx = list(idx)
       rngs = []
       for a in axes:
-        rngs.append(UOp(Ops.RANGE, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, s[a]),), arg=(self.ranges, "reduce")))
-        self.ranges += 1
-        new_idx[a] = rngs[-1]
+        new_idx[a], loops = self.reduce_loop(s[a])
+        rngs += loops
       inner = self.value(src[0], tuple(new_idx), gate)
       return UOp(Ops.REDUCE, node.dtype, (inner, *rngs), arg=rop)
     raise SpecError(f"UOP.{op.name}", f"{op.name} cannot appear in a kernel AST")
@@ -100,21 +111,33 @@ def lower(ast: UOp) -> tuple[UOp, int, tuple[int, ...]]:
   launch's global size: one work-group of one thread per output element); and for each buffer slot of the result,
   the AST slot it came from. Simplification can drop an input (an empty reduction reads nothing), and slots must
   stay numbered 0..n-1 (EXEC.PROGRAM.params), so the remaining ones are renumbered."""
-  if ast.op is not Ops.SINK or any(s.op is not Ops.STORE for s in ast.src):
-    raise SpecError("UOP.SINK", "a kernel AST is SINK(STORE(DEFINE_GLOBAL, value), ...)")
-  numel = {math.prod(st.src[1].shape) for st in ast.src}
-  if len(numel) != 1: raise SpecError("UOP.STORE", f"stores of one kernel write different sizes {sorted(numel)}")
-  n = numel.pop()
+  n = check_ast(ast)
   gidx = UOp(Ops.SPECIAL, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, n),), arg="gidx0")
-  lw = _Lowerer()
+  lw = Lowerer()
   stores = []
   for st in ast.src:
     out, value = st.src
     v = lw.value(value, unflatten(gidx, value.shape), None)
     stores.append(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, gidx)), v)))
+  sink, slots = finish(stores)
+  return sink, n, slots
+
+
+def check_ast(ast: UOp) -> int:
+  """The number of elements every store of kernel AST `ast` writes; a SpecError if it is not a kernel AST."""
+  if ast.op is not Ops.SINK or any(s.op is not Ops.STORE for s in ast.src):
+    raise SpecError("UOP.SINK", "a kernel AST is SINK(STORE(DEFINE_GLOBAL, value), ...)")
+  numel = {math.prod(st.src[1].shape) for st in ast.src}
+  if len(numel) != 1: raise SpecError("UOP.STORE", f"stores of one kernel write different sizes {sorted(numel)}")
+  return numel.pop()
+
+
+def finish(stores: list[UOp]) -> tuple[UOp, tuple[int, ...]]:
+  """The SINK of kernel-level `stores` simplified by the symbolic rules, with its buffer slots renumbered 0..n-1, and
+  for each slot the AST slot it came from."""
   sink = graph_rewrite(UOp(Ops.SINK, dtypes.void, tuple(stores)), symbolic, name="lower")
   used = sorted((u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
   renumber = {g: g.replace(arg=i) for i, g in enumerate(used) if g.arg != i}
   if renumber: sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.DEFINE_GLOBAL, name="g"),
                                                             lambda g: renumber.get(g))]), name="renumber slots")
-  return sink, n, tuple(g.arg for g in used)
+  return sink, tuple(g.arg for g in used)

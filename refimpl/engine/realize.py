@@ -5,16 +5,15 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from refimpl.codegen import lower, linearize
+from refimpl.codegen.search import build_program, choose_opts
 from refimpl.device import Buffer, Device, LinearProgram
 from refimpl.helpers import getenv
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
-from refimpl.uop.verify import verify
 
 # BUFFER node -> the device buffer holding its data; entries die with their node
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
-_compiled: dict[tuple[str, UOp], tuple[LinearProgram, object, tuple[int, ...]]] = {}
+_compiled: dict[tuple, tuple[LinearProgram, object, tuple[int, ...]]] = {}
 
 
 @dataclass(eq=False)
@@ -44,16 +43,15 @@ def buffer_for(node: UOp) -> Buffer:
 
 
 def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object, tuple[int, ...]]:
-  """Lower, linearize and compile a Kernel for `device`, once per (device, AST); also which of the kernel's
-  buffers each program slot takes."""
-  key = (device, kernel.arg.ast)
+  """Lower (with the options of the optimisation pass unless NOOPT=1, EXEC.OPT), linearize and compile a Kernel for
+  `device`, once per (device, AST, options); also which of the kernel's buffers each program slot takes."""
+  opts = choose_opts(device, kernel.arg.ast)
+  key = (device, kernel.arg.ast, opts)
   if key not in _compiled:
-    sink, n, slots = lower(kernel.arg.ast)
-    verify(sink)   # the stage boundary check: a lowering bug surfaces as the clause it breaks (UOP.VERIFY)
-    uops = linearize(sink)
+    prog, slots = build_program(kernel.arg.name, kernel.arg.ast, opts)
+    if getenv("DEBUG", 0) >= 2 and opts: print(f"{kernel.arg.name}: {list(opts)}")
     if getenv("DEBUG", 0) >= 4:
-      for i, u in enumerate(uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
-    prog = LinearProgram(kernel.arg.name, tuple(uops), (n, 1, 1), (1, 1, 1))
+      for i, u in enumerate(prog.uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
     _compiled[key] = (prog, Device[device].compile(prog), slots)
   return _compiled[key]
 

@@ -11,6 +11,8 @@ CUDA renderers subclass this one. `CRenderer` is the CPU's: a plain C function t
 itself (DEV.C.threads)."""
 from __future__ import annotations
 
+import re
+
 from refimpl.device import LinearProgram
 from refimpl.dtype import ConstType, DType, dtypes
 from refimpl.helpers import SpecError
@@ -84,6 +86,7 @@ class CStyleLanguage(Renderer):
     dtypes.uint64: "uint64_t", dtypes.float16: "uint16_t", dtypes.bfloat16: "uint16_t", dtypes.float32: "float",
     dtypes.float64: "double"}
   float_suffix = "f"                 # of float32 literals and math functions (`exp2f`)
+  unroll_pragma = "#pragma GCC unroll {n}"   # before the loop of an unrolled RANGE (EXEC.OPT.unroll)
 
   def value_type(self, dt: DType) -> str:
     """The type of a C variable holding a value of `dt`. 16-bit floats are held as the float32 of their value
@@ -187,6 +190,8 @@ class CStyleLanguage(Renderer):
         k.names[r] = name = k.fresh("red")
         k.emit(f"{self.value_type(r.dtype)} {name} = {self.render_const(reduce_identity(r.arg, r.dtype), r.dtype)};")
       k.names[u] = name = k.fresh("ridx")
+      if isinstance(u.arg, tuple) and u.arg[-1] == "unroll" and u.src[0].op is Ops.CONST:   # EXEC.OPT.unroll
+        k.emit(self.unroll_pragma.format(n=u.src[0].arg))
       k.emit(f"for ({self.value_type(dt)} {name} = 0; {name} < {k.names[u.src[0]]}; {name}++) {{")
       k.depth += 1
       k.open_ranges.append(u)
@@ -209,7 +214,8 @@ class CStyleLanguage(Renderer):
     else:
       src_dt = u.src[1].dtype if op is Ops.WHERE else u.src[0].dtype
       k.names[u] = name = k.fresh("cast" if op in (Ops.CAST, Ops.BITCAST) else "alu")
-      k.emit(f"{self.value_type(dt)} {name} = {self.alu(k, op, dt, src_dt, [k.names[s] for s in u.src])};")
+      args = [k.names[s] for s in u.src]
+      k.emit(f"{self.value_type(dt)} {name} = {self.exact_int(u, args) or self.alu(k, op, dt, src_dt, args)};")
 
   def _element(self, k: _Kernel, idx: UOp) -> tuple[str, str | None, DType, bool]:
     array, i, gate = k.index[idx]
@@ -261,6 +267,25 @@ class CStyleLanguage(Renderer):
     if dtypes.is_int(src): return self.int_alu(k, op, src, a)
     expr = self.float_alu(k, op, src, a)
     return self.round_half(k, src, expr) if src in HALF_TYPES and op in _ROUNDED else expr
+
+  def exact_int(self, u: UOp, a: list[str]) -> str | None:
+    """DEV.C.nowrap: a 32- or 64-bit signed ADD, SUB, MUL or NEG whose operands' bounds (RW.BOUNDS) prove that the
+    exact result fits the type, and a CDIV or CMOD by a constant other than 0 and -1, are C's own signed operators: they
+    cannot overflow or trap there, so they are defined and give the spec's value, and the compiler sees index
+    arithmetic it can reason about (affine addresses, which it needs to vectorise). None for any other op."""
+    if u.dtype not in (dtypes.int32, dtypes.int64): return None
+    if u.op is Ops.NEG: return f"(-{a[0]})" if u.src[0].vmin > dtypes.min(u.dtype) else None
+    if len(u.src) != 2: return None
+    x, y = u.src
+    if u.op in (Ops.CDIV, Ops.CMOD):
+      if y.op is Ops.CONST and y.arg not in (0, -1): return f"({a[0]} {'/' if u.op is Ops.CDIV else '%'} {a[1]})"
+      return None
+    if u.op not in (Ops.ADD, Ops.SUB, Ops.MUL): return None
+    xs, ys = (int(x.vmin), int(x.vmax)), (int(y.vmin), int(y.vmax))
+    ends = [p * q for p in xs for q in ys] if u.op is Ops.MUL else \
+           [xs[0] + ys[0], xs[1] + ys[1]] if u.op is Ops.ADD else [xs[0] - ys[1], xs[1] - ys[0]]
+    if dtypes.min(u.dtype) <= min(ends) and max(ends) <= dtypes.max(u.dtype): return f"({a[0]} {_ARITH[u.op]} {a[1]})"
+    return None
 
   def int_alu(self, k: _Kernel, op: Ops, dt: DType, a: list[str]) -> str:
     """Integer ops (DEV.C.wrap): + - * and NEG in a wide unsigned type, converted back, so they wrap (OP.ADD.wrap)
@@ -398,7 +423,8 @@ class CStyleLanguage(Renderer):
     add = k.need("f64_add_odd", f"{self.helper_prefix}double f64_add_odd(double p, double c) {{\n"
                  "  double s = p + c, t = s - p, e = (p - (s - t)) + (c - t);   /* s + e == p + c exactly */\n"
                  "  uint64_t b; memcpy(&b, &s, 8);\n"
-                 "  if (e != 0 && isfinite(s) && !(b & 1)) s = nextafter(s, e > 0 ? INFINITY : -INFINITY);\n"
+                 "  if (e != 0 && isfinite(s) && !(b & 1)) s = nextafter(s, e > 0 ? (double)INFINITY : "
+                 "-(double)INFINITY);\n"   # (double): OpenCL's overloaded nextafter(double, float) is ambiguous
                  "  return s;\n}")
     s = SHORT_NAMES[dt]
     inner = f"{self._f64_to_f32_odd(k)}({add}((double)a * b, c))"
@@ -447,10 +473,23 @@ def var_name(u: UOp) -> str:
   return "var_" + "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in u.arg[0])
 
 
+# words a kernel may not be named in C, OpenCL C or CUDA C (keywords, qualifiers, built-in type and function names,
+# the preambles' macros), and the prefixes of the renderer's helper functions
+_RESERVED = frozenset("""auto break case char const continue default do double else enum extern float for goto if
+inline int long register restrict return short signed sizeof static struct switch typedef union unsigned void volatile
+while bool true false half uchar ushort uint ulong size_t kernel global local constant private read_only write_only
+read_write class new delete template namespace this operator virtual public protected friend asm main barrier sin exp2
+log2 pow sqrt trunc fma nextafter ldexp memcpy isinf isfinite signbit fabs INFINITY NAN""".split())
+_HELPER = re.compile(r"(cdiv|cmod|shr|pow|max|f2i|round|fma|bitcast|f16|bf16|f32|f64|u64|i64)_")
+
+
 def kernel_name(program: LinearProgram) -> str:
-  """The C function name of a program: its name with anything but letters, digits and `_` replaced."""
+  """The C function name of a program (DEV.C.name): its name with anything but letters, digits and `_` replaced, and
+  `k_` in front of a name that starts with a digit, is reserved in one of the C-like languages or could be a helper's
+  name."""
   name = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in program.name)
-  return name if name and not name[0].isdigit() else f"k_{name}"
+  bad = not name or name[0].isdigit() or name in _RESERVED or name.startswith("_") or _HELPER.match(name)
+  return f"k_{name}" if bad else name
 
 
 class CRenderer(CStyleLanguage):

@@ -2,7 +2,10 @@
 names, NAN and INFINITY come from a short preamble, the math functions and memcpy are CUDA's device built-ins."""
 from __future__ import annotations
 
+from refimpl.dtype import DType, dtypes
+from refimpl.renderer.cstyle import _Kernel
 from refimpl.renderer.gpu import GPULanguage
+from refimpl.uop import Ops
 
 _PREAMBLE = """typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t;
 typedef unsigned short uint16_t; typedef int int32_t; typedef unsigned int uint32_t;
@@ -20,6 +23,14 @@ class CUDARenderer(GPULanguage):
   barrier = "__syncthreads();"
   local_prefix = "__shared__ "
   preamble = _PREAMBLE
+
+  def float_alu(self, k: _Kernel, op: Ops, dt: DType, a: list[str]) -> str:
+    """DEV.CUDA.math: EXP2, LOG2, SIN and POW on float32 and 16-bit floats call CUDA's double functions and round
+    once, because exp2f, sinf and powf may be 2 to 4 ULP off (CUDA's programming guide), against the 1 ULP of
+    ACC.EXP2.f32 and its rows (exp2f was measured 2 ULP off on an H100)."""
+    if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW) and dt != dtypes.float64:
+      return f"(float){self.libm(op, dtypes.float64)}({', '.join(f'(double){x}' for x in a)})"
+    return super().float_alu(k, op, dt, a)
 
   def group_id(self, d: int) -> str: return f"(int)blockIdx.{'xyz'[d]}"
   def local_id(self, d: int) -> str: return f"(int)threadIdx.{'xyz'[d]}"

@@ -15,6 +15,7 @@ class GPULanguage(CStyleLanguage):
   """A GPU kernel language: `group_id`/`local_id` spell the built-ins of dimension d, `kernel_prefix` the kernel
   function's qualifiers, `preamble` what goes before the helpers (typedefs, pragmas, macros)."""
   kernel_prefix = ""
+  unroll_pragma = "#pragma unroll {n}"   # OpenCL C and CUDA C spelling (EXEC.OPT.unroll)
   barrier = ""
   local_prefix = ""
   preamble = ""

@@ -12,6 +12,8 @@ import numpy as np
 from refimpl.device import Backend, Buffer, LinearProgram
 from refimpl.dtype import DType, dtypes
 from refimpl.helpers import SpecError, getenv
+from refimpl.renderer.cstyle import kernel_name
+from refimpl.runtime.launch import Limits, check_launch
 
 
 def _pyopencl():
@@ -48,6 +50,7 @@ class CLBackend(Backend):
     self.max_local = tuple(self.device.max_work_item_sizes)
     self.max_threads = self.device.max_work_group_size
     self.local_bytes = self.device.local_mem_size
+    self.limits = Limits(self.max_local, self.max_threads, 2 ** 31 - 1, self.local_bytes)   # DEV.CL.launch
     self._cache: dict[LinearProgram, CLProgram] = {}
 
   def supports(self, dtype: DType) -> bool:
@@ -77,6 +80,9 @@ class CLBackend(Backend):
     """DEV.COMPILE: render OpenCL C for this device's extensions and build it; a build failure carries the log."""
     if program not in self._cache:
       from refimpl.renderer.opencl import OpenCLRenderer
+      if not self.has_fp64 and any(dtypes.float64 in (u.dtype, getattr(u.dtype, "base", None)) for u in program.uops):
+        raise SpecError("DEV.DTYPE", f"{program.name} computes in float64, but CL device {self.device.name!r} has no "
+                        "cl_khr_fp64 (DEV.CL.fp64)")
       src = OpenCLRenderer(fp16=self.has_fp16, fp64=self.has_fp64).render(program)
       if getenv("DEBUG", 0) >= 3: print(src)
       try:
@@ -85,7 +91,7 @@ class CLBackend(Backend):
       except self.cl.RuntimeError as e:
         numbered = "\n".join(f"{i + 1:4d} | {s}" for i, s in enumerate(src.splitlines()))
         raise SpecError("DEV.COMPILE", f"OpenCL could not build {program.name}:\n{e}\n{numbered}") from None
-      self._cache[program] = CLProgram(program, src, getattr(built, program.name))
+      self._cache[program] = CLProgram(program, src, getattr(built, kernel_name(program)))
     return self._cache[program]
 
   def launch(self, compiled: CLProgram, bufs: list[Buffer], vals: dict[str, int] | None = None,
@@ -94,17 +100,10 @@ class CLBackend(Backend):
     local size (EXEC.GRID.backend); parameters are the buffers in slot order, then the variables as int32."""
     if isinstance(compiled, LinearProgram): compiled = self.compile(compiled)
     p, vals = compiled.program, dict(vals or {})
-    self.check_buffers(p, bufs)
-    want = [v.arg[0] for v in p.vars]
-    if sorted(vals) != sorted(want):
-      raise SpecError("EXEC.PROGRAM.params", f"{p.name} takes vars {sorted(want)}, got {sorted(vals)}")
-    gsz = tuple(global_size or p.global_size) + (1,) * (3 - len(global_size or p.global_size))
-    lsz = tuple(local_size or p.local_size) + (1,) * (3 - len(local_size or p.local_size))
+    # every check the other devices make, against this device's limits (runtime/launch.py, DEV.CL.launch)
+    gsz, lsz = check_launch(self, p, bufs, vals, global_size, local_size, self.limits)
     if 0 in gsz or 0 in lsz: return   # EXEC.GRID.empty
-    if any(lsz[d] > self.max_local[d] for d in range(3)) or int(np.prod(lsz)) > self.max_threads:
-      raise SpecError("DEV.LAUNCH.limits", f"{p.name}: local size {lsz} exceeds this device's limits "
-                      f"{self.max_local} / {self.max_threads} threads")
-    args = [b.handle for b in bufs] + [np.int32(vals[n]) for n in want]
+    args = [b.handle for b in bufs] + [np.int32(vals[v.arg[0]]) for v in p.vars]
     compiled.kernel(self.queue, tuple(g * l for g, l in zip(gsz, lsz)), lsz, *args)
 
   def synchronize(self) -> None:

@@ -14,11 +14,14 @@ import numpy as np
 from refimpl.device import Backend, Buffer, LinearProgram
 from refimpl.dtype import DType, dtypes
 from refimpl.helpers import SpecError, getenv
+from refimpl.renderer.cstyle import kernel_name
+from refimpl.runtime.launch import Limits, check_launch
 
 # DEV.LAUNCH.limits of every CUDA device of compute capability >= 3.0
 MAX_LOCAL = (1024, 1024, 64)
 MAX_THREADS = 1024
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+LIMITS = Limits(MAX_LOCAL, MAX_THREADS, 2 ** 31 - 1, 48 * 1024)   # 48 KiB: static __shared__ memory per block
 
 
 def _bindings():
@@ -48,19 +51,20 @@ def nvrtc_compile(src: str, name: str, arch: str = "compute_75", cubin: bool = F
   opts = [f"--gpu-architecture={arch}".encode(), b"--fmad=false", b"--prec-div=true", b"--prec-sqrt=true",
           b"--ftz=false", b"-default-device"]
   err = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)[0]
-  log_size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-  log = b" " * log_size
-  nvrtc.nvrtcGetProgramLog(prog, log)
+  # NVRTC writes into the buffers it is given: they must be mutable. (An immutable `b" " * n` is, for n == 1, CPython's
+  # shared one-byte object b" ", which the log's terminating NUL would overwrite for the whole process.)
+  log_buf = bytearray(_check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize"))
+  nvrtc.nvrtcGetProgramLog(prog, log_buf)
+  log = log_buf.rstrip(b"\0").decode(errors="replace")
   if int(err) != 0:
     nvrtc.nvrtcDestroyProgram(prog)
-    raise SpecError("DEV.COMPILE", f"NVRTC could not compile {name}:\n{log.decode(errors='replace').strip()}\n"
-                    f"{_source_excerpt(src, log.decode(errors='replace'))}")
+    raise SpecError("DEV.COMPILE", f"NVRTC could not compile {name}:\n{log.strip()}\n{_source_excerpt(src, log)}")
   get_size, get = ((nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN) if cubin else
                    (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX))
-  out = b" " * _check(get_size(prog), "nvrtc size")
+  out = bytearray(_check(get_size(prog), "nvrtc size"))
   _check(get(prog, out), "nvrtc get")
   nvrtc.nvrtcDestroyProgram(prog)
-  return out
+  return bytes(out)
 
 
 def _source_excerpt(src: str, log: str, around: int = 3) -> str:
@@ -132,9 +136,9 @@ class CUDABackend(Backend):
       from refimpl.renderer.cuda import CUDARenderer
       src = CUDARenderer().render(program)
       if getenv("DEBUG", 0) >= 3: print(src)
-      image = nvrtc_compile(src, program.name, self.arch, cubin=True)
+      image = nvrtc_compile(src, kernel_name(program), self.arch, cubin=True)
       module = _check(self.driver.cuModuleLoadData(image), "cuModuleLoadData")
-      fn = _check(self.driver.cuModuleGetFunction(module, program.name.encode()), "cuModuleGetFunction")
+      fn = _check(self.driver.cuModuleGetFunction(module, kernel_name(program).encode()), "cuModuleGetFunction")
       self._cache[program] = CUDAProgram(program, src, fn, module)
     return self._cache[program]
 
@@ -144,19 +148,12 @@ class CUDABackend(Backend):
     parameters are the buffers' device pointers in slot order, then the variables as int32."""
     if isinstance(compiled, LinearProgram): compiled = self.compile(compiled)
     p, vals = compiled.program, dict(vals or {})
-    self.check_buffers(p, bufs)
-    want = [v.arg[0] for v in p.vars]
-    if sorted(vals) != sorted(want):
-      raise SpecError("EXEC.PROGRAM.params", f"{p.name} takes vars {sorted(want)}, got {sorted(vals)}")
-    gsz = tuple(global_size or p.global_size) + (1,) * (3 - len(global_size or p.global_size))
-    lsz = tuple(local_size or p.local_size) + (1,) * (3 - len(local_size or p.local_size))
+    # every check the other devices make (runtime/launch.py), then the grid's own limits in y and z
+    gsz, lsz = check_launch(self, p, bufs, vals, global_size, local_size, LIMITS)
     if 0 in gsz or 0 in lsz: return   # EXEC.GRID.empty
-    for d in range(3):
-      if lsz[d] > MAX_LOCAL[d] or gsz[d] > MAX_GRID[d]:
-        raise SpecError("DEV.LAUNCH.limits", f"{p.name}: launch {gsz} x {lsz} exceeds CUDA's limits")
-    if int(np.prod(lsz)) > MAX_THREADS:
-      raise SpecError("DEV.LAUNCH.limits", f"{p.name}: {int(np.prod(lsz))} threads per block, max {MAX_THREADS}")
-    args = [ctypes.c_uint64(int(b.handle)) for b in bufs] + [ctypes.c_int32(vals[n]) for n in want]
+    if any(gsz[d] > MAX_GRID[d] for d in range(3)):
+      raise SpecError("DEV.LAUNCH.limits", f"{p.name}: grid {gsz} exceeds CUDA's {MAX_GRID}")
+    args = [ctypes.c_uint64(int(b.handle)) for b in bufs] + [ctypes.c_int32(vals[v.arg[0]]) for v in p.vars]
     params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
     _check(self.driver.cuLaunchKernel(compiled.function, *gsz, *lsz, 0, 0, ctypes.addressof(params), 0),
            f"cuLaunchKernel {p.name}")

@@ -1,0 +1,269 @@
+"""The optimisation pass (spec/kernels.md, EXEC.OPT.*): which thread computes which outputs, and how loops are shaped.
+
+Plain lowering (NOOPT=1) makes one thread per output element and one loop per reduced axis. This pass lowers the same
+kernel AST with a list of options (`Opt`) instead:
+
+- `UPCAST(axis, k)` (EXEC.OPT.upcast): each thread computes k consecutive outputs along `axis` of the kernel's layout
+  shape; UPCASTs of two axes make a tile (4x4 for a matmul). The thread's values are built once with a placeholder
+  per upcast axis and copied per lane, so a load that does not depend on a lane (a row of A in a matmul) is one load
+  for the whole tile, and the lanes' reductions share one loop (register tiling, EXEC.OPT.share).
+- `UNROLL(axis, k)` (EXEC.OPT.unroll): reduce loop number `axis` becomes an outer loop and an inner loop of k
+  iterations that the compiler is asked to unroll; the index is outer*k + inner, so values are folded in the same
+  order.
+- `LOCAL(0, k)` (EXEC.OPT.local): work-groups of k threads, thread id gidx0*k + lidx0 (GPUs).
+
+Lanes and threads past the end of the output are clamped onto its last element and their stores gated off
+(EXEC.OPT.tail). No option changes the order in which any output's reduction folds its values (EXEC.THREAD.reduce), so
+results are bit for bit those of the unoptimised kernel (EXEC.OPT.exact). `heuristic` picks options per kernel;
+search.py times candidates (BEAM)."""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from refimpl.codegen.lowerer import INDEX_DTYPE, Lowerer, check_ast, finish, flatten, unflatten
+from refimpl.device import Device
+from refimpl.dtype import dtypes
+from refimpl.helpers import SpecError
+from refimpl.uop import Ops
+from refimpl.uop.ops import PatternMatcher, UOp, UPat, graph_rewrite
+from refimpl.uop.symbolic import symbolic
+
+__all__ = ["OptOps", "Opt", "Layout", "lower_opt", "layout", "check_opts", "heuristic", "actions", "GPU_DEVICES",
+           "runs_on_cpu"]
+
+GPU_DEVICES = ("CL", "CUDA")
+MAX_LANES = 64         # EXEC.OPT.valid: at most this many outputs per thread (registers, source size)
+MAX_UNROLL = 16
+SMALL_WORK = 2 ** 14   # EXEC.OPT.default: below this many loop iterations in all, a kernel runs as lowered (a bigger
+                       # source would cost more to compile than the launch could gain)
+
+
+class OptOps(Enum):
+  """The kinds of option: UPCAST an output axis, UNROLL a reduce loop, LOCAL work-group size."""
+  UPCAST = "UPCAST"
+  UNROLL = "UNROLL"
+  LOCAL = "LOCAL"
+
+
+@dataclass(frozen=True)
+class Opt:
+  """One option: `op` on `axis` (an axis of the layout shape for UPCAST, a reduce loop number for UNROLL, 0 for
+  LOCAL) with `amount`."""
+  op: OptOps
+  axis: int
+  amount: int
+
+  def __repr__(self) -> str: return f"Opt({self.op.name}, {self.axis}, {self.amount})"
+
+  def key(self) -> tuple[str, int, int]:
+    """A sortable key (canonical option order) that is also the JSON form of the BEAM cache."""
+    return (self.op.value, self.axis, self.amount)
+
+  def to_json(self) -> list:
+    """`[op, axis, amount]`, as the BEAM cache stores it."""
+    return list(self.key())
+
+  @staticmethod
+  def from_json(x: list) -> Opt:
+    """The option of `to_json`'s list."""
+    return Opt(OptOps(x[0]), int(x[1]), int(x[2]))
+
+
+@dataclass(frozen=True)
+class Layout:
+  """What the options apply to: the layout shape (the output shape for kernels with a reduction, the flat size
+  otherwise), the number of elements, and the sizes of the reduce loops in the order lowering makes them."""
+  shape: tuple[int, ...]
+  numel: int
+  reduce_sizes: tuple[int, ...]
+
+
+class _Lowerer(Lowerer):
+  """Lowering that splits the reduce loops named in `unroll` (loop number -> k) into outer and unrolled inner."""
+  def __init__(self, unroll: dict[int, int]):
+    super().__init__()
+    self.unroll = unroll
+    self.sizes: list[int] = []
+
+  def reduce_loop(self, size: int) -> tuple[UOp, list[UOp]]:
+    number, k = self.ranges, self.unroll.get(self.ranges, 1)
+    self.sizes.append(size)
+    if k == 1: return super().reduce_loop(size)
+    self.ranges += 1
+    # EXEC.OPT.unroll: outer slowest, inner fastest, so outer*k + inner runs 0 .. size-1 in increasing order
+    outer = UOp(Ops.RANGE, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, size // k),), arg=(number, "reduce"))
+    inner = UOp(Ops.RANGE, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, k),), arg=(number, "unroll"))
+    return outer * k + inner, [outer, inner]
+
+
+def layout(ast: UOp) -> Layout:
+  """The layout of kernel AST `ast` (see Layout). Elementwise kernels are laid out flat: consecutive threads and lanes
+  take consecutive elements, the order in which contiguous buffers are stored."""
+  n = check_ast(ast)
+  shapes = {st.src[1].shape for st in ast.src}
+  has_reduce = any(u.op is Ops.REDUCE_AXIS for u in ast.toposort())
+  shape = shapes.pop() if has_reduce and len(shapes) == 1 else (n,)
+  lw = _Lowerer({})
+  for st in ast.src: lw.value(st.src[1], unflatten(UOp.variable("opt.pos", 0, max(n - 1, 0)), st.src[1].shape), None)
+  return Layout(tuple(shape), n, tuple(lw.sizes))
+
+
+def check_opts(lay: Layout, opts: tuple[Opt, ...]) -> None:
+  """EXEC.OPT.valid: a SpecError unless every option applies to this layout: UPCAST of an axis of size > 1, at most
+  once per axis, at most MAX_LANES lanes in all; UNROLL of an existing reduce loop by a k > 1 that divides its size,
+  at most once per loop; at most one LOCAL, of 1 .. 1024 threads."""
+  seen: set[tuple[OptOps, int]] = set()
+  for o in opts:
+    if not isinstance(o, Opt) or o.amount < 1: raise SpecError("EXEC.OPT.valid", f"not an option: {o!r}")
+    if (o.op, o.axis) in seen: raise SpecError("EXEC.OPT.valid", f"{o!r}: {o.op.name} of axis {o.axis} twice")
+    seen.add((o.op, o.axis))
+    if o.op is OptOps.UPCAST and not (0 <= o.axis < len(lay.shape) and lay.shape[o.axis] > 1 and o.amount > 1):
+      raise SpecError("EXEC.OPT.valid", f"{o!r}: the layout shape {lay.shape} has no axis {o.axis} to upcast")
+    if o.op is OptOps.UNROLL and not (0 <= o.axis < len(lay.reduce_sizes) and 1 < o.amount <= MAX_UNROLL and
+                                      lay.reduce_sizes[o.axis] % o.amount == 0):
+      raise SpecError("EXEC.OPT.valid", f"{o!r}: reduce loops {lay.reduce_sizes} (the amount must divide the size)")
+    if o.op is OptOps.LOCAL and not (o.axis == 0 and 1 <= o.amount <= 1024):
+      raise SpecError("EXEC.OPT.valid", f"{o!r}: LOCAL is axis 0 with 1 .. 1024 threads")
+  lanes = math.prod(o.amount for o in opts if o.op is OptOps.UPCAST)
+  if lanes > MAX_LANES: raise SpecError("EXEC.OPT.valid", f"{lanes} outputs per thread, at most {MAX_LANES}")
+
+
+def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+  """`root` with every node in `mapping` replaced (the rest rebuilt only where a source changed)."""
+  memo = dict(mapping)
+  for u in root.toposort():
+    if u in memo: continue
+    src = tuple(memo[s] for s in u.src)
+    memo[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+  return memo[root]
+
+
+def lower_opt(ast: UOp, opts: tuple[Opt, ...]) -> tuple[UOp, tuple[int, int, int], tuple[int, int, int],
+                                                       tuple[int, ...]]:
+  """The kernel-level SINK of kernel AST `ast` lowered with `opts`, the launch's global and local size, and for each
+  buffer slot the AST slot it came from (as lowerer.lower)."""
+  lay = layout(ast)
+  check_opts(lay, opts)
+  shape = lay.shape
+  amount = [1] * len(shape)
+  for o in opts:
+    if o.op is OptOps.UPCAST: amount[o.axis] = o.amount
+  local = next((o.amount for o in opts if o.op is OptOps.LOCAL), 1)
+  counts = tuple(-(-s // a) for s, a in zip(shape, amount))   # threads along each axis
+  threads = math.prod(counts)
+  groups = -(-threads // local)
+  if local > 1:   # EXEC.OPT.local
+    thread = (UOp(Ops.SPECIAL, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, groups),), arg="gidx0") * local +
+              UOp(Ops.SPECIAL, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, local),), arg="lidx0"))
+  else: thread = UOp(Ops.SPECIAL, INDEX_DTYPE, (UOp.const(INDEX_DTYPE, threads),), arg="gidx0")
+  # EXEC.OPT.tail: the last work-group may have threads past the end, the last tile lanes past the end of an axis
+  valid: UOp | None = thread < threads if groups * local != threads else None
+  lanes: dict[int, UOp] = {}
+  idx = []
+  for a, (t, s, k) in enumerate(zip(unflatten(thread, counts), shape, amount)):
+    if k == 1:
+      idx.append(t)
+      continue
+    lanes[a] = UOp.variable(f"opt.lane{a}", 0, k - 1)
+    pos = t * k + lanes[a]
+    if s % k == 0: idx.append(pos)
+    else:
+      inside = pos < s
+      valid = inside if valid is None else valid & inside
+      # clamped: the lane computes the last element again and never stores it; min(pos, s-1) as -max(-pos, 1-s),
+      # whose bounds (RW.BOUNDS) end at s-1, so the symbolic rules can still simplify the index arithmetic
+      idx.append(-((-pos).maximum(1 - s)))
+  lw = _Lowerer({o.axis: o.amount for o in opts if o.op is OptOps.UNROLL})
+  tile = []
+  for st in ast.src:
+    out, value = st.src
+    vidx = tuple(idx) if value.shape == shape else unflatten(flatten(tuple(idx), shape), value.shape)
+    v = lw.value(value, vidx, None)
+    gate = (valid,) if valid is not None else ()
+    tile.append(UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, out.dtype, (out, flatten(tuple(idx), shape), *gate)), v)))
+  stores = []
+  for values in itertools.product(*(range(amount[a]) for a in lanes)):   # EXEC.OPT.upcast: one copy per lane
+    consts = {lanes[a]: UOp.const(INDEX_DTYPE, c) for a, c in zip(lanes, values)}
+    stores += [substitute(s, consts) for s in tile]
+  sink, slots = finish(stores)
+  sink = graph_rewrite(sink, drop_true_gates, name="drop true gates")
+  return sink, (groups, 1, 1), (local, 1, 1), slots
+
+
+# EXEC.MEMORY.gate: a gate the symbolic rules proved true (a lane that never passes the end) gates nothing
+drop_true_gates = PatternMatcher([(UPat(Ops.INDEX, src=(UPat.var("p"), UPat.var("i"), UPat(Ops.CONST, arg=True))),
+                                   lambda p, i: UOp(Ops.INDEX, p.dtype, (p, i)), "EXEC.OPT.tail")])
+
+
+# ---- the default choice
+
+def _shared_axes(ast: UOp, lay: Layout) -> list[int]:
+  """Axes of the layout along which some load inside a reduce loop does not change: upcasting them lets a tile
+  share that load (EXEC.OPT.share), as the rows of A and the columns of B are shared in a matmul tile."""
+  pos = [UOp.variable(f"opt.pos{a}", 0, s - 1) for a, s in enumerate(lay.shape)]
+  lw = Lowerer()
+  loads = []
+  for st in ast.src:
+    v = lw.value(st.src[1], tuple(pos) if st.src[1].shape == lay.shape else
+                 unflatten(flatten(tuple(pos), lay.shape), st.src[1].shape), None)
+    v = graph_rewrite(v, symbolic, name="shared axes")
+    in_loop: dict[UOp, bool] = {}
+    for u in v.toposort():
+      in_loop[u] = u.op is Ops.RANGE or any(in_loop[s] for s in u.src)
+      if u.op is Ops.LOAD and in_loop[u]: loads.append(u)
+  deps = [{p for p in pos if p in set(ld.toposort())} for ld in loads]
+  return [a for a, p in enumerate(pos) if lay.shape[a] > 1 and any(p not in d for d in deps)]
+
+
+def _amount(size: int, want: int) -> int:
+  """The upcast amount for an axis of `size`: `want` or a smaller power of two that divides the size (no tail), else
+  `want` itself (with a clamped tail) when the axis is long enough."""
+  for k in (want, want // 2):
+    if k > 1 and size % k == 0: return k
+  return want if size >= 2 * want else min(size, 2)
+
+
+def runs_on_cpu(device: str) -> bool:
+  """Whether a CL device is a CPU (PoCL in CI): its kernels then gain from the CPU's tiles, not from work-groups."""
+  if device.partition(":")[0] != "CL": return False
+  try: backend = Device[device]
+  except SpecError: return False
+  cl = getattr(backend, "cl", None)   # CLBackend keeps the pyopencl module and its device
+  return cl is not None and bool(backend.device.type & cl.device_type.CPU)
+
+
+def heuristic(ast: UOp, device: str) -> tuple[Opt, ...]:
+  """The default options for kernel `ast` on `device` (EXEC.OPT.default). PYTHON: none (the emulator's speed does not
+  depend on the layout, and its programs stay the lowering's). GPUs: work-groups of up to 128 threads. The CPU (and a
+  CL device that is a CPU), for kernels of at least SMALL_WORK loop iterations: elementwise kernels compute 8
+  consecutive outputs per thread (a loop body the C compiler vectorises); kernels with a reduction get a 4x8 tile over
+  the last two axes along which loads are shared (8 outputs when one axis shares, 4 outputs of the last axis when none
+  does, for independent accumulators), and their last reduce loop is unrolled by 4 when 4 divides it."""
+  kind = device.partition(":")[0]
+  if kind == "PYTHON": return ()
+  lay = layout(ast)
+  if lay.numel == 0: return ()
+  if kind in GPU_DEVICES and not runs_on_cpu(device):
+    k = next((k for k in (128, 64, 32) if lay.numel % k == 0), min(128, lay.numel))
+    return (Opt(OptOps.LOCAL, 0, k),) if k > 1 else ()
+  if lay.numel * math.prod(lay.reduce_sizes) < SMALL_WORK: return ()
+  if not lay.reduce_sizes: return (Opt(OptOps.UPCAST, 0, _amount(lay.numel, 8)),)
+  shared = _shared_axes(ast, lay)[-2:]
+  if len(shared) == 2: out = [Opt(OptOps.UPCAST, shared[0], _amount(lay.shape[shared[0]], 4)),
+                              Opt(OptOps.UPCAST, shared[1], _amount(lay.shape[shared[1]], 8))]
+  elif shared: out = [Opt(OptOps.UPCAST, shared[0], _amount(lay.shape[shared[0]], 8))]
+  else: out = [Opt(OptOps.UPCAST, a, _amount(s, 4)) for a, s in enumerate(lay.shape) if s > 1][-1:]
+  last = len(lay.reduce_sizes) - 1
+  if lay.reduce_sizes[last] % 4 == 0 and lay.reduce_sizes[last] >= 8: out.append(Opt(OptOps.UNROLL, last, 4))
+  return tuple(out)
+
+
+def actions(lay: Layout, device: str) -> list[Opt]:
+  """Every single option the search may add (the option space, EXEC.OPT.beam)."""
+  out = [Opt(OptOps.UPCAST, a, k) for a, s in enumerate(lay.shape) if s > 1 for k in (2, 4, 8, 16) if k <= s]
+  out += [Opt(OptOps.UNROLL, r, k) for r, s in enumerate(lay.reduce_sizes) for k in (2, 4, 8) if s % k == 0 and k < s]
+  if device.partition(":")[0] in GPU_DEVICES: out += [Opt(OptOps.LOCAL, 0, k) for k in (32, 64, 128, 256)]
+  return out
