@@ -1,6 +1,7 @@
 """Gradient rules of spec/gradients.md against torch autograd (GRAD.CHECK), the special points each rule pins, and the
 Tensor autograd API (gradient, backward, .grad, requires_grad, detach, no_grad)."""
 import math
+import re
 import zlib
 
 import numpy as np
@@ -325,3 +326,241 @@ def test_equal_constant_leaves_get_their_own_gradients():
   np.testing.assert_array_equal(c.grad.numpy(), [3.0, 3.0])
   np.testing.assert_array_equal(d.grad.numpy(), [-1.0, -1.0])
   np.testing.assert_array_equal(c.numpy(), [1.0, 1.0])
+
+
+# ---- float16 and bfloat16 (GRAD.CHECK with the bounds of ACC.GRAD.f16 / ACC.GRAD.bf16) ----
+#
+# Tolerance: refimpl computes a 16-bit rule chain in its own dtype, rounding after every op (EXEC.FLOAT.precision),
+# except that sums accumulate in float32 (DT.SUM). A rule chain has a few ops, each off by at most half an ulp of its
+# result, and those errors grow as they pass through the later ops of the chain; the forward values a rule reuses
+# (y in GRAD.EXP2, GRAD.SQRT, ...) were rounded too. spec/accuracy.md bounds the sum of these as `8*ulp + 4*n*eps*S`
+# (ACC.GRAD.f16, ACC.GRAD.bf16, measured as ACC.GRAD.measure says): `ulp` of the reference for the roundings of the
+# last ops, and `eps*S` (S the condition scale of the VJP as a function of the inputs and of g) for the roundings of
+# the inputs each op sees, `n` of them for a sum over n broadcast elements. The bound is read from the spec's table.
+
+_LOW = {"float16": (dtypes.float16, 10, -14, 15), "bfloat16": (dtypes.bfloat16, 7, -126, 127)}
+
+
+def _acc_bound(clause: str):
+  """The bound of `clause` in spec/accuracy.md's ACC.TABLE, as a function of ulp, n, eps and S."""
+  from pathlib import Path
+  text = (Path(__file__).resolve().parents[1] / "spec" / "accuracy.md").read_text()
+  expr = re.search(rf"^\| `{re.escape(clause)}` \| `([^`]+)` \|", text, re.M).group(1)
+  assert re.fullmatch(r"[\d\s*+()ulpnesSx.\-]+", expr), expr   # numbers and the five names only
+  return lambda **names: eval(expr, {"__builtins__": {}}, names)
+
+
+def _round_to(x: np.ndarray, name: str) -> np.ndarray:
+  """float64 values rounded once to a 16-bit float (ACC.MEASURE.reference), returned as float64. bfloat16 goes
+  through a round-to-odd float32, which makes the second rounding exact."""
+  if name == "float16": return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
+  x = np.asarray(x, np.float64)
+  f = x.astype(np.float32)
+  toward_zero = np.where(np.abs(f.astype(np.float64)) > np.abs(x), np.nextafter(f, np.float32(0)), f)
+  bits = toward_zero.view(np.uint32) | (toward_zero.astype(np.float64) != x).astype(np.uint32)   # odd if inexact
+  bits = np.where(np.isfinite(f), bits, f.view(np.uint32))
+  rounded = ((bits.astype(np.uint64) + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16).astype(np.uint32)
+  return rounded.view(np.float32).astype(np.float64)
+
+
+def _ulp(ref: np.ndarray, name: str) -> np.ndarray:
+  """ACC.MEASURE.ulp: 2**(e - m) for 2**e <= |ref| < 2**(e+1), e clamped to the dtype's exponent range."""
+  _, m, emin, emax = _LOW[name]
+  with np.errstate(divide="ignore"): e = np.floor(np.log2(np.abs(ref)))
+  return 2.0 ** (np.clip(np.nan_to_num(e, neginf=emin), emin, emax) - m)
+
+
+def _vjp_scale(torch_fn, xs: list[np.ndarray], g: np.ndarray) -> list[np.ndarray]:
+  """ACC.MEASURE.scale of the VJP as a function of the inputs and of g, in float64:
+  S_k = sum_j |d VJP_k / d z_j| * |z_j| over every element of every input and of g."""
+  zs = [torch.tensor(z, dtype=torch.float64) for z in (*xs, g)]
+
+  def vjp(*z):
+    ins = [t if t.requires_grad else t.requires_grad_() for t in z[:-1]]
+    grads = torch.autograd.grad(torch_fn(*ins), ins, z[-1], create_graph=True, allow_unused=True)
+    return tuple(torch.zeros_like(x) if d is None else d for x, d in zip(ins, grads))
+  jac = torch.autograd.functional.jacobian(vjp, tuple(zs))
+  scales = []
+  for k, x in enumerate(xs):
+    s = np.zeros(x.shape)
+    for j, z in enumerate(zs):
+      d = np.nan_to_num(np.abs(jac[k][j].detach().numpy()), nan=0.0, posinf=0.0)   # NaN and 0*inf count as 0
+      s += (d * np.abs(z.numpy())).reshape(x.shape + (-1,)).sum(-1)
+    scales.append(s)
+  return scales
+
+
+# (clause, refimpl function, torch function (None: the same), input generators, forward n): the rules of CASES whose
+# dtypes do not depend on the input (the CAST cases fix theirs; GRAD.CAST widen below covers 16-bit sources)
+LOW_CASES = [c + (4 if c[0] in ("GRAD.REDUCE.ADD", "GRAD.REDUCE.MAX min", "GRAD.REDUCE.MUL") else
+                  3 if c[0] in ("GRAD.REDUCE.MAX", "GRAD.CHECK.tensor mean", "GRAD.CHECK.tensor matmul") else 1,)
+             for c in CASES if not c[0].startswith(("GRAD.CAST", "GRAD.NONDIFF.none"))] + [
+  ("GRAD.CAST widen", lambda a: a.float() * 3, None, [_normal(3, 4)], 1)]
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", LOW_CASES, ids=[c[0] for c in LOW_CASES])
+def test_vjp_16bit_within_accuracy_contract(case, name):
+  """ACC.GRAD.f16 / ACC.GRAD.bf16: each 16-bit VJP against torch's float64 VJP on the same (rounded) inputs and
+  cotangent, rounded once to the input's dtype."""
+  clause, ref_fn, torch_fn, gens, n_fwd = case
+  torch_fn = torch_fn or ref_fn
+  dtype = _LOW[name][0]
+  bound = _acc_bound(f"ACC.GRAD.{'f16' if name == 'float16' else 'bf16'}")
+  rng = _rng(clause + name)
+  xs = [_round_to(gen(rng), name) for gen in gens]
+  ts = [Tensor(x.astype(np.float32), dtype=dtype) for x in xs]
+  y = ref_fn(*ts)
+  out_name = "float32" if y.dtype == dtypes.float32 else name
+  g = rng.standard_normal(y.shape)
+  g = g.astype(np.float32).astype(np.float64) if out_name == "float32" else _round_to(g, out_name)
+  got = y.gradient(*ts, gradient=Tensor(g.astype(np.float32), dtype=y.dtype))
+  txs = [torch.tensor(x, requires_grad=True) for x in xs]
+  want = torch.autograd.grad(torch_fn(*txs), txs, torch.tensor(g), allow_unused=True)
+  for x, t, d, w, s in zip(xs, ts, got, want, _vjp_scale(torch_fn, xs, g)):
+    assert d.dtype == dtype and d.shape == x.shape
+    ref = _round_to(np.zeros(x.shape) if w is None else w.numpy(), name)
+    n = n_fwd * y.numel() / t.numel()   # ACC.GRAD.measure: the length of the sums the gradient adds
+    err = np.abs(d.numpy().astype(np.float64) - ref)
+    # ACC.GRAD.measure: x is |g| * max(1, |input|) per position for elementwise ops, else the largest of those
+    xsize = np.abs(g) * np.maximum(1, np.abs(x)) if g.shape == x.shape else np.abs(g).max() * max(1, np.abs(x).max())
+    allowed = bound(ulp=_ulp(ref, name), n=n, eps=2.0 ** -_LOW[name][1], S=s, x=xsize)
+    assert (err <= allowed).all(), f"{clause} {name}: worst {(err / _ulp(ref, name)).max():.1f} ulp\n{d.numpy()}\n{ref}"
+
+
+# ---- float64 central finite differences (GRAD.CHECK.fd, ACC.GRAD.fd), independent of torch ----
+
+def _apart(*shape):
+  """Values with gaps of at least 0.1 between any two (no ties for MAX, REDUCE.MAX; GRAD.CHECK.points)."""
+  def gen(rng):
+    n = int(np.prod(shape))
+    return (rng.permutation(n) * 0.25 - n / 8 + rng.uniform(-0.05, 0.05, n)).reshape(shape)
+  return gen
+
+
+def _off_integers(*shape):
+  # TRUNC jumps at integers: stay at least 0.1 away from them
+  return lambda rng: (rng.integers(-3, 3, shape) + rng.uniform(0.1, 0.9, shape))
+
+
+def _nonzero(*shape):
+  # REDUCE.MUL: no zero in a group
+  return lambda rng: rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 1.5, shape)
+
+
+def _max_pair(rng):
+  a = rng.standard_normal((3, 4))
+  return a, a + rng.choice([-1.0, 1.0], (3, 4)) * rng.uniform(0.1, 1.0, (3, 4))   # |a - b| >= 0.1
+
+
+# every differentiable rule, with inputs away from its undefined points. Not here: GRAD.CAST (float64 has no wider
+# float; a round trip through a narrower one is a step function at the step size h), GRAD.DETACH and the cuts of
+# GRAD.NONDIFF.none (no derivative to compare: the function's change is deliberately not followed), GRAD.COPY (needs
+# a second device) and GRAD.ASSIGN (not a function of its target)
+FD_CASES = [
+  ("GRAD.ADD", lambda a, b: a + b, [_normal(3, 4), _normal(3, 4)]),
+  ("GRAD.BROADCAST", lambda a, b: a * b, [_normal(3, 4), _normal(4)]),
+  ("GRAD.SUB", lambda a, b: a - b, [_normal(3, 4), _normal(3, 1)]),
+  ("GRAD.NEG", lambda a: -a, [_normal(3, 4)]),
+  ("GRAD.MUL", lambda a, b: a * b, [_normal(3, 4), _normal(3, 4)]),
+  ("GRAD.MODEL.sum", lambda a: a * a + a, [_normal(5)]),
+  ("GRAD.FDIV", lambda a, b: a / b, [_normal(3, 4), _positive(3, 4)]),
+  ("GRAD.RECIPROCAL", lambda a: a.reciprocal(), [_positive(3, 4)]),
+  ("GRAD.SQRT", lambda a: a.sqrt(), [_positive(3, 4)]),
+  ("GRAD.EXP2", lambda a: a.exp2(), [_normal(3, 4)]),
+  ("GRAD.LOG2", lambda a: a.log2(), [_positive(3, 4)]),
+  ("GRAD.SIN", lambda a: a.sin(), [_normal(3, 4)]),
+  ("GRAD.MAX", lambda a, b: a.maximum(b), [_max_pair]),
+  ("GRAD.POW", lambda a, b: a ** b, [_positive(3, 4), _normal(3, 4)]),
+  ("GRAD.WHERE", lambda a, b: Tensor(_COND).where(a, b), [_normal(3, 4), _normal(3, 4)]),
+  ("GRAD.MULACC", _mulacc, [_normal(3, 4), _normal(3, 4), _normal(3, 4)]),
+  ("GRAD.NONDIFF.zero", lambda a: a.trunc() * 2 + a, [_off_integers(3, 4)]),
+  ("GRAD.RESHAPE", lambda a: a.reshape(2, 6), [_normal(3, 4)]),
+  ("GRAD.EXPAND", lambda a: a.expand(3, 4) * a.expand(3, 4), [_normal(3, 1)]),
+  ("GRAD.PERMUTE", lambda a: a.permute(2, 0, 1), [_normal(2, 3, 4)]),
+  ("GRAD.PAD", lambda a: a.pad(((1, 0), (0, 2))), [_normal(3, 4)]),
+  ("GRAD.SHRINK", lambda a: a.shrink(((1, 3), (0, 2))), [_normal(3, 4)]),
+  ("GRAD.FLIP", lambda a: a.flip(1), [_normal(3, 4)]),
+  ("GRAD.REDUCE.ADD", lambda a: a.sum(1), [_normal(3, 4)]),
+  ("GRAD.REDUCE.MAX", lambda a: a.max(0), [_apart(3, 4)]),
+  ("GRAD.REDUCE.MUL", lambda a: a.prod(1), [_nonzero(3, 4)]),
+  ("GRAD.CONTIGUOUS", lambda a: a.contiguous() * a, [_normal(3, 4)]),
+]
+
+
+def _generated(gen, rng) -> list[np.ndarray]:
+  out = gen(rng)
+  return [np.asarray(a, np.float64) for a in (out if isinstance(out, tuple) else (out,))]
+
+
+@pytest.mark.parametrize("case", FD_CASES, ids=[c[0] for c in FD_CASES])
+def test_vjp_matches_finite_differences(case):
+  """<g, (f(x+hv) - f(x-hv)) / 2h> against <VJP(g), v> in float64, within ACC.GRAD.fd: the truncation term
+  2**-20 * (M + |<VJP, v>|) plus the rounding of the two evaluations amplified by 1/h."""
+  clause, fn, gens = case
+  rng = _rng("fd " + clause)
+  xs = [a for gen in gens for a in _generated(gen, rng)]
+  vs = [rng.standard_normal(x.shape) for x in xs]
+  h = 2.0 ** -20 * max(1.0, max(np.abs(x).max() for x in xs))
+  def f(inputs): return fn(*[Tensor(a, dtype=dtypes.float64) for a in inputs])
+  ts = [Tensor(x, dtype=dtypes.float64) for x in xs]
+  y = fn(*ts)
+  assert y.dtype == dtypes.float64
+  g = rng.standard_normal(y.shape)
+  vjp = sum(float((d.numpy() * v).sum()) for d, v in zip(y.gradient(*ts, gradient=Tensor(g)), vs))
+  yp = f([x + h * v for x, v in zip(xs, vs)]).numpy()
+  ym = f([x - h * v for x, v in zip(xs, vs)]).numpy()
+  fd = float((g * (yp - ym)).sum()) / (2 * h)
+  m = float((np.abs(g) * np.abs(yp - ym)).sum()) / (2 * h)
+  allowed = 2.0 ** -20 * (m + abs(vjp)) + 16 * 2.0 ** -52 / h * float((np.abs(g) * (np.abs(yp) + np.abs(ym))).sum())
+  assert abs(fd - vjp) <= allowed, f"{clause}: finite differences {fd!r}, VJP {vjp!r}, allowed {allowed:.3g}"
+
+
+# ---- differentiating through a realized tensor (GRAD.REALIZE) ----
+
+def test_realize_before_building_keeps_the_graph():
+  """GRAD.REALIZE.before: a graph built before its piece was realized still differentiates through it (seed 000)."""
+  x = Tensor([2.0], requires_grad=True)
+  y = x * x + 3 * x
+  loss = y.sum()
+  assert y.item() == 10.0   # realizes y
+  dx, = loss.gradient(x)
+  assert dx.item() == 7.0
+
+
+def test_gradients_flow_through_a_tensor_realized_before_use():
+  """GRAD.REALIZE.after: a graph built on a realized tensor still differentiates through what computed it."""
+  x = Tensor([2.0, 3.0], requires_grad=True)
+  y = (x * x).realize()
+  assert y.uop.op in (Ops.BUFFER, Ops.RESHAPE) and y.tolist() == [4.0, 9.0]
+  dx, dy = (y * 3).sum().gradient(x, y)
+  assert dx.tolist() == [12.0, 18.0] and dy.tolist() == [3.0, 3.0]
+  # chains of realized tensors, and backward() into the leaf
+  z = (y.exp2() + x).realize()
+  w = Tensor([5.0, 7.0], requires_grad=True)
+  (z * w).sum().backward()
+  want = 5.0 * (2 ** 4.0 * np.log(2) * 4.0 + 1), 7.0 * (2 ** 9.0 * np.log(2) * 6.0 + 1)
+  np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6)
+  np.testing.assert_allclose(w.grad.numpy(), [2 ** 4.0 + 2, 2 ** 9.0 + 3], rtol=1e-6)
+  # the realized tensor itself is a target like any other
+  dy, = (y * y).sum().gradient(y)
+  assert dy.tolist() == [8.0, 18.0]
+  # a detached one is a constant: nothing reaches x
+  before = x.grad.numpy().copy()
+  (y.detach() * 3 + w).sum().backward()
+  np.testing.assert_array_equal(x.grad.numpy(), before)
+
+
+def test_assign_into_a_realized_tensor_forgets_its_lineage():
+  """GRAD.REALIZE.after: once other values are assigned into the buffer, it is no longer the old graph's value."""
+  x = Tensor([2.0, 3.0], requires_grad=True)
+  y = (x * x).realize()
+  with Tensor.no_grad: y.assign(Tensor([1.0, 1.0], requires_grad=False)).realize()
+  dx, = (y * 3).sum().gradient(x)
+  assert dx.tolist() == [0.0, 0.0]
+
+
+def test_requires_grad_propagates():
+  """GRAD.NOGRAD: a tensor computed from a source with requires_grad=True has requires_grad=True itself."""
+  x = Tensor([2.0], requires_grad=True)
+  assert (x * 3).requires_grad is True

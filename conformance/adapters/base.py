@@ -1,0 +1,100 @@
+"""The adapter interface: everything the conformance suite asks of an implementation.
+
+The suite never imports an implementation directly. It builds input tensors, evaluates the catalogue's call
+expressions (`x.exp()`, `x.sum(axis, keepdim)`, ...) in the adapter's namespace, differentiates, and reads results back
+as numpy arrays, all through an `Adapter`. refimpl's adapter is `conformance.adapters.refimpl:RefimplAdapter`; any
+other implementation of the same tinygrad-style API plugs in with `pytest conformance --impl module:Class`.
+
+Dtypes travel as names ('float32', 'bfloat16', 'int8', 'bool', ...); bfloat16 values travel as float32 arrays.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Adapter", "compiled", "load_adapter"]
+
+
+class Adapter:
+  """Base class of adapters. Subclasses implement the methods that raise NotImplementedError; the others have
+  defaults that say 'supported' or 'not available'."""
+  name = "?"
+
+  def __init__(self, backend: str):
+    self.backend = backend
+
+  # ---- what the implementation supports ----
+  def unsupported_dtype(self, dtype: str) -> str | None:
+    """None when the backend computes in `dtype`, else a reason naming DEV.DTYPE (the test is skipped)."""
+    return None
+
+  def unsupported(self, op_name: str) -> str | None:
+    """None when the implementation has the catalogue op `op_name`, else the reason it is skipped."""
+    return None
+
+  # ---- data ----
+  def namespace(self) -> dict[str, Any]:
+    """Names the catalogue's call expressions may use besides the inputs and parameters: at least `Tensor` (the
+    tensor class, for static creation methods) and `dtypes` (with attributes float32, int8, ...)."""
+    raise NotImplementedError
+
+  def tensor(self, array: np.ndarray, dtype: str) -> Any:
+    """A tensor on this adapter's backend holding `array`'s values in `dtype`."""
+    raise NotImplementedError
+
+  def numpy(self, t: Any) -> np.ndarray:
+    """A tensor's values (runs whatever is pending); bfloat16 as float32."""
+    raise NotImplementedError
+
+  def shape(self, t: Any) -> tuple[int, ...]:
+    """A tensor's shape, without running anything (realizing a tensor can cut it off from the graph that
+    differentiation needs)."""
+    return tuple(t.shape)
+
+  def dtype_name(self, t: Any) -> str:
+    """A tensor's dtype as a name: 'float32', 'int8', 'bool', ..."""
+    raise NotImplementedError
+
+  def is_tensor(self, v: Any) -> bool:
+    """Whether `v` is one of this implementation's tensors (results may also be tuples of them, or Python values)."""
+    raise NotImplementedError
+
+  def evaluate(self, expr: str, inputs: dict[str, Any], params: dict[str, Any]) -> Any:
+    """Evaluate a catalogue call expression with the input tensors and parameters bound to their names."""
+    return eval(compiled(expr), {"__builtins__": __builtins__, **self.namespace()}, {**params, **inputs})  # noqa: S307
+
+  # ---- autograd ----
+  def gradient(self, y: Any, xs: list[Any], cotangent: Any) -> list[Any]:
+    """The vector-Jacobian product of y with respect to each of xs for the cotangent (a tensor shaped like y), as
+    tensors that can themselves be differentiated (GRAD.MODEL)."""
+    raise NotImplementedError
+
+  # ---- the UOp level ----
+  def alu(self, op: str, out_dtype: str, operands: list[tuple[np.ndarray, str]]) -> np.ndarray:
+    """Run ALU op `op` (an `Ops` name such as 'ADD', 'CAST') elementwise on equal-shape operands given as (array,
+    dtype) pairs, with result dtype `out_dtype`, on the backend; the result as a numpy array. Raise
+    NotImplementedError when the implementation has no way to run a single ALU op."""
+    raise NotImplementedError
+
+  # ---- kernels ----
+  def count_kernels(self, t: Any) -> int | None:
+    """How many kernels realizing `t` would run, or None when the implementation cannot say."""
+    return None
+
+
+@functools.cache
+def compiled(expr: str):
+  """A catalogue expression compiled once (the suite evaluates each many times)."""
+  return compile(expr, f"<{expr}>", "eval")
+
+
+def load_adapter(spec: str, backend: str) -> Adapter:
+  """The adapter named by 'module:Class' (as `--impl` gives it), made for `backend`."""
+  module, _, cls = spec.partition(":")
+  if not cls: raise ValueError(f"--impl wants module:Class, got {spec!r}")
+  adapter = getattr(importlib.import_module(module), cls)(backend)
+  if not isinstance(adapter, Adapter): raise TypeError(f"{spec} is not a conformance.adapters.Adapter")
+  return adapter

@@ -1,0 +1,55 @@
+"""The adapter for refimpl itself, on any of its devices (PYTHON, CPU, CL, CUDA)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from conformance.adapters.base import Adapter
+from refimpl import Device, Tensor, dtypes
+from refimpl.dtype import to_dtype
+from refimpl.uop import Ops
+from refimpl.uop.ops import UOp
+
+_NAMES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
+          "float32", "float64")
+_NAME_OF = {to_dtype(n): n for n in _NAMES}
+
+
+class RefimplAdapter(Adapter):
+  """refimpl's Tensor on `backend`, which becomes Device.DEFAULT so that creation ops land there too."""
+  name = "refimpl"
+
+  def __init__(self, backend: str):
+    super().__init__(backend)
+    Device.DEFAULT = backend
+    self.device = Device[backend]   # fails early, naming DEV.REGISTRY, when the backend does not exist
+
+  def unsupported_dtype(self, dtype: str) -> str | None:
+    if self.device.supports(to_dtype(dtype)): return None
+    return f"DEV.DTYPE: {self.backend} does not compute in {dtype}"
+
+  def namespace(self) -> dict[str, Any]:
+    return {"Tensor": Tensor, "dtypes": dtypes}
+
+  def tensor(self, array: np.ndarray, dtype: str) -> Tensor:
+    return Tensor(np.asarray(array), dtype=dtype, device=self.backend)
+
+  def numpy(self, t: Tensor) -> np.ndarray:
+    return t.numpy()
+
+  def dtype_name(self, t: Tensor) -> str:
+    return _NAME_OF[t.dtype]
+
+  def is_tensor(self, v: Any) -> bool:
+    return isinstance(v, Tensor)
+
+  def gradient(self, y: Tensor, xs: list[Tensor], cotangent: Tensor) -> list[Tensor]:
+    return y.gradient(*xs, gradient=cotangent)
+
+  def alu(self, op: str, out_dtype: str, operands: list[tuple[np.ndarray, str]]) -> np.ndarray:
+    srcs = [self.tensor(a, dt).uop for a, dt in operands]
+    return Tensor(UOp(Ops[op], to_dtype(out_dtype), tuple(srcs))).numpy()
+
+  def count_kernels(self, t: Tensor) -> int:
+    return len(t.schedule())

@@ -1,0 +1,66 @@
+"""pytest plugin of the conformance suite: `--backend`, `--impl`, the hypothesis profiles, the `clauses` and
+`conformance` markers, and the expected-failure registry (conformance/xfails.py).
+
+    pytest conformance                                    # refimpl on $DEV (default PYTHON), profile ci
+    pytest conformance --backend CPU -n 2                 # another backend, in parallel
+    pytest conformance --impl mypkg.adapter:MyAdapter     # another implementation
+    pytest conformance --hypothesis-profile thorough      # more examples
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from conformance.adapters.base import Adapter, load_adapter
+from conformance.xfails import expected_failure
+
+_QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+          HealthCheck.function_scoped_fixture]
+# ci: few examples, derandomized so that a run is reproducible; dev: more, with the example database; thorough: many
+settings.register_profile("ci", max_examples=6, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=_QUIET, print_blob=True)
+settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=_QUIET, print_blob=True)
+settings.register_profile("thorough", max_examples=300, deadline=None, suppress_health_check=_QUIET,
+                          print_blob=True)
+DEFAULT_IMPL = "conformance.adapters.refimpl:RefimplAdapter"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+  group = parser.getgroup("conformance")
+  group.addoption("--backend", default=os.environ.get("DEV", "PYTHON"),
+                  help="device to check: PYTHON, CPU, CL or CUDA (default: $DEV or PYTHON)")
+  group.addoption("--impl", default=DEFAULT_IMPL, help=f"adapter as module:Class (default: {DEFAULT_IMPL})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+  config.addinivalue_line("markers", "clauses(*ids): the spec clauses a test checks (for the clause coverage report)")
+  config.addinivalue_line("markers", "conformance(op, dtype, prop): the catalogue entry, dtype and property of a test")
+  if not config.getoption("hypothesis_profile", None): settings.load_profile("ci")
+
+
+@pytest.fixture(scope="session")
+def backend(request: pytest.FixtureRequest) -> str:
+  """The backend under test, upper case."""
+  return request.config.getoption("--backend").upper()
+
+
+@pytest.fixture(scope="session")
+def adapter(request: pytest.FixtureRequest, backend: str) -> Adapter:
+  """The adapter of the implementation under test, on the chosen backend."""
+  return load_adapter(request.config.getoption("--impl"), backend)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+  """Mark the registered expected failures of this backend (strict: a pass is reported as a failure), and copy each
+  test's clauses, entry, dtype and property into its user_properties, so that JUnit XML (--junitxml) carries them."""
+  backend = config.getoption("--backend").upper()
+  for item in items:
+    if (c := item.get_closest_marker("clauses")) is not None: item.user_properties.append(("clauses", " ".join(c.args)))
+    m = item.get_closest_marker("conformance")
+    if m is None: continue
+    item.user_properties += [("op", m.kwargs["op"]), ("dtype", m.kwargs["dtype"]), ("property", m.kwargs["prop"]),
+                             ("backend", backend)]
+    reason = expected_failure(backend, m.kwargs["op"], m.kwargs["dtype"], m.kwargs["prop"])
+    if reason: item.add_marker(pytest.mark.xfail(reason=reason, strict=True))

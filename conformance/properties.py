@@ -1,0 +1,437 @@
+"""The properties the suite checks, as functions of (adapter, catalogue entry, example) that return an `Outcome`.
+
+- `forward`: values and dtypes against torch in float64 under the accuracy contract (ACC.MEASURE), and against the
+  executable spec where the entry has one (integer edge cases torch leaves undefined, casts, ALU ops);
+- `vjp`: vector-Jacobian products with a random cotangent against torch autograd in float64 (GRAD.CHECK, ACC.GRAD);
+- `finite_differences`: the implementation's own float64 VJP against its central differences (GRAD.CHECK.fd);
+- `second_order`: the gradient of a gradient against torch's double backward (ACC.GRAD2).
+
+Test modules under conformance/tests/ draw the examples with hypothesis and assert `outcome.ok`; a failing outcome's
+message names the clauses and ends with a reproduction to paste into Python.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from conformance import accuracy as A
+from conformance.adapters.base import Adapter, compiled
+from conformance.catalogue import Op
+from conformance.catalogue.core import TORCH_HELPERS
+from conformance.catalogue.oracles import py_value
+from conformance.strategies import NP, Case
+
+__all__ = ["Outcome", "forward", "vjp", "finite_differences", "second_order", "torch_eval", "reproduction"]
+
+_TORCH_NS = {"torch": torch, "F": torch.nn.functional, **TORCH_HELPERS}
+FD_STEP = 2.0 ** -20      # ACC.GRAD.fd: relative step of the central differences
+FD_RTOL = 2.0 ** -20      # ACC.GRAD.fd: relative tolerance on <g, J v>
+
+
+@dataclass
+class Outcome:
+  """The result of one property on one example: ok, the clauses it checked, the worst error in ULPs, and for a
+  failure a message that ends with a reproduction."""
+  ok: bool
+  clauses: tuple[str, ...] = ()
+  worst_ulps: float = 0.0
+  message: str = ""
+  details: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------------- inputs
+
+def _is_scalar(op: Op, name: str) -> bool:
+  return name in op.domain.scalars
+
+
+def _impl_inputs(adapter: Adapter, op: Op, case: Case) -> dict[str, Any]:
+  """The inputs as the implementation's tensors (Python values for scalar inputs)."""
+  out = {}
+  for name, arr, dt in zip(op.domain.inputs, case.inputs, case.dtypes):
+    out[name] = py_value(arr.reshape(()), dt) if _is_scalar(op, name) else adapter.tensor(arr, dt)
+  return out
+
+
+def _torch_dtype(dtype: str):
+  return getattr(torch, dtype)
+
+
+def _torch_inputs(op: Op, case: Case, mode: str = "float64") -> dict[str, Any]:
+  """The inputs as torch tensors (Op.reference): 'float64' gives floats in float64 (exact: ACC.MEASURE.reference)
+  and integers and bool in their own dtype; 'float64-cast' gives integers and bool as float64 too, after their
+  conversion to the default float (DT.PROMOTE.float); 'native' gives every input in its own dtype. Scalar inputs
+  are Python values."""
+  out = {}
+  for name, arr, dt in zip(op.domain.inputs, case.inputs, case.dtypes):
+    if _is_scalar(op, name):
+      out[name] = py_value(arr.reshape(()), dt)
+      continue
+    if dt in A._FLOATS:
+      t = torch.tensor(np.asarray(arr, np.float64), dtype=torch.float64)
+      if mode == "native": t = t.to(_torch_dtype(dt))
+    elif mode == "float64-cast":
+      t = torch.tensor(A.round_to(np.asarray(arr).astype(np.float64), "float32"), dtype=torch.float64)
+    else: t = torch.from_numpy(np.array(arr, dtype=NP[dt], copy=True))
+    out[name] = t
+  return out
+
+
+def _as_numpy(r: Any) -> np.ndarray:
+  """A torch result as numpy; float dtypes numpy lacks (bfloat16) via float64."""
+  if not isinstance(r, torch.Tensor): return np.asarray(r)
+  r = r.detach()
+  return (r.double() if r.is_floating_point() and r.dtype != torch.float64 else r).numpy()
+
+
+def torch_eval(op: Op, inputs: dict[str, Any], params: dict[str, Any]) -> Any:
+  """Evaluate the entry's torch expression with the given inputs and parameters."""
+  return eval(compiled(op.torch), _TORCH_NS, {**params, **inputs})   # noqa: S307 (catalogue expressions)
+
+
+def _outputs(result: Any) -> list[Any]:
+  return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def _torch_dtype_name(t) -> str:
+  return str(t.dtype).removeprefix("torch.")
+
+
+# ---------------------------------------------------------------------------------------------------- reproduction
+
+def _literal(arr: np.ndarray) -> str:
+  text = repr(np.asarray(arr).tolist())
+  return re.sub(r"\b(nan|inf)\b", r"float('\1')", text)
+
+
+def reproduction(adapter: Adapter, op: Op, case: Case, extra: str = "") -> str:
+  """Python lines that rebuild the example and print the implementation's result."""
+  lines = ["import numpy as np", *adapter_prelude(adapter)]
+  for name, arr, dt in zip(op.domain.inputs, case.inputs, case.dtypes):
+    if _is_scalar(op, name): lines.append(f"{name} = {py_value(arr.reshape(()), dt)!r}")
+    else: lines.append(f"{name} = Tensor(np.array({_literal(arr)}, dtype=np.{np.dtype(NP[dt]).name}), dtype={dt!r})")
+  lines += [f"{k} = {v!r}" for k, v in case.params.items()]
+  if op.is_alu:
+    lines.append(f"from refimpl.uop import Ops; from refimpl.uop.ops import UOp  # ALU op {op.call} at the UOp level")
+  lines.append(extra or f"out = {op.call}\nprint(out.numpy() if hasattr(out, 'numpy') else [o.numpy() for o in out])")
+  return "\n".join(lines)
+
+
+def adapter_prelude(adapter: Adapter) -> list[str]:
+  prelude = getattr(adapter, "repro_prelude", None)
+  if prelude: return prelude()
+  return ["from refimpl import Tensor, Device, dtypes", f"Device.DEFAULT = {adapter.backend!r}"]
+
+
+def _fail(op: Op, clauses: tuple[str, ...], why: str, adapter: Adapter, case: Case, extra: str = "") -> Outcome:
+  msg = f"{op.name} [{', '.join(clauses)}]: {why}\n--- reproduction ---\n{reproduction(adapter, op, case, extra)}"
+  return Outcome(False, clauses, float("inf"), msg)
+
+
+# ---------------------------------------------------------------------------------------------------- scales
+
+def _abs_jacobian_scale(fn, args: list[torch.Tensor], out_shape: tuple[int, ...]) -> np.ndarray:
+  """S of ACC.MEASURE.scale: sum over inputs j of |d out_i / d arg_j| * |arg_j|, in float64; 0 * inf counts as 0 and
+  NaN (a derivative at a special value) as 0."""
+  if not args or 0 in out_shape or all(a.numel() == 0 for a in args): return np.zeros(out_shape)
+  try: jac = torch.func.jacrev(fn, argnums=tuple(range(len(args))))(*args)
+  except Exception:   # ops functorch cannot transform: one backward pass per output element
+    jac = torch.autograd.functional.jacobian(fn, tuple(args))
+  if isinstance(jac, torch.Tensor): jac = (jac,)
+  total = np.zeros(int(np.prod(out_shape)))
+  for j, a in zip(jac, args):
+    jm = np.abs(j.detach().reshape(total.size, a.numel()).numpy(force=True))   # force: torch's ZeroTensor
+    am = np.abs(a.detach().reshape(1, -1).numpy())
+    with np.errstate(invalid="ignore", over="ignore"):
+      prod = np.where(am == 0, 0.0, jm * am)
+      total += np.nan_to_num(prod, nan=0.0).sum(axis=1) if prod.size else 0.0
+  return total.reshape(out_shape)
+
+
+def _forward_scale(op: Op, case: Case, out_index: int, out_shape: tuple[int, ...]) -> np.ndarray:
+  """S for a forward result: the componentwise condition of the op at its float inputs."""
+  inputs = _torch_inputs(op, case, op.reference if op.reference != "native" else "float64")
+  names = [n for n in op.domain.inputs if isinstance(inputs[n], torch.Tensor) and inputs[n].dtype == torch.float64]
+
+  def fn(*args):
+    return _outputs(torch_eval(op, {**inputs, **dict(zip(names, args))}, case.params))[out_index]
+  return _abs_jacobian_scale(fn, [inputs[n] for n in names], out_shape)
+
+
+def _magnitude(op: Op, case: Case, out_shape: tuple[int, ...]) -> np.ndarray | float:
+  """x of ACC.MEASURE.bound: the largest |input| at each position for elementwise ops, else over all inputs (and
+  numeric parameters)."""
+  floats = [np.abs(np.asarray(a, np.float64)) for a, d in zip(case.inputs, case.dtypes) if d in A._FLOATS]
+  if op.domain.kind in ("elementwise", "alu") and floats:
+    try: return np.maximum.reduce([np.broadcast_to(f, out_shape) for f in floats])
+    except ValueError: pass
+  values = [A.finite_max(f) for f in floats]
+  values += [abs(v) for v in case.params.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+  return max(values, default=0.0)
+
+
+# ---------------------------------------------------------------------------------------------------- forward
+
+def forward(adapter: Adapter, op: Op, case: Case, dtype: str) -> Outcome:
+  """Values and dtypes of the implementation against torch (float64, rounded once; ACC.MEASURE.reference) and the
+  executable spec."""
+  clauses = op.clauses
+  try:
+    read = [_read(adapter, t) for t in _outputs(_run(adapter, op, case))]
+    got, got_dts = [r[0] for r in read], [r[1] for r in read]
+  except Exception as e:   # a crash is a failure of the op, not of the suite
+    return _fail(op, clauses, f"raised {type(e).__name__}: {e}", adapter, case)
+  want_dts = _expected_dtypes(op, case, len(got))
+  for i, (g, w) in enumerate(zip(got_dts, want_dts)):
+    if w is not None and g != w:
+      return _fail(op, clauses, f"output {i} has dtype {g}, want {w}", adapter, case)
+  refs: list[np.ndarray] | None = None
+  if op.torch is not None:
+    try: refs = [_as_numpy(r) for r in _outputs(torch_eval(op, _torch_inputs(op, case, op.reference), case.params))]
+    except Exception as e:
+      if op.spec is None: return _fail(op, clauses, f"torch reference raised {type(e).__name__}: {e}", adapter, case)
+  spec = op.spec(case) if op.spec else None
+  if refs is not None and len(refs) != len(got):
+    return _fail(op, clauses, f"{len(got)} outputs, torch gives {len(refs)}", adapter, case)
+  worst, used = 0.0, 0.0
+  for i, (g, dt) in enumerate(zip(got, got_dts)):
+    if refs is not None:
+      ref = _round_reference(refs[i], dt)
+      if g.shape != ref.shape: return _fail(op, clauses, f"output {i} has shape {g.shape}, want {ref.shape}", adapter,
+                                            case)
+      rule = A.bound(op.tolerance, dt)
+      mask = op.torch_defined(case) if op.torch_defined else None
+      S = _forward_scale(op, case, i, ref.shape) if rule.uses("S") else 0.0
+      v = A.check(g, ref, dt, rule, n=op.length(case), S=S, x=_magnitude(op, case, ref.shape), where=mask)
+      worst, used = max(worst, v.worst_ulps), max(used, v.used)
+      if not v.ok: return _fail(op, (*clauses, rule.clause), f"output {i}: {v.why}", adapter, case)
+    if spec is not None and i == 0:
+      want = np.asarray(spec)
+      if g.shape != want.shape: return _fail(op, clauses, f"shape {g.shape}, the spec gives {want.shape}", adapter,
+                                             case)
+      v = A.check(g, want, dt, A.bound("EXACT", dt))
+      if not v.ok: return _fail(op, clauses, f"against the executable spec: {v.why}", adapter, case)
+  return Outcome(True, clauses, worst, details={"used": used})
+
+
+def _run(adapter: Adapter, op: Op, case: Case) -> Any:
+  if op.is_alu:
+    out = op.out_dtype(case.dtypes, case.params) if op.out_dtype else _alu_out(op, case)
+    return _AluResult(adapter.alu(op.call, out, list(zip(case.inputs, case.dtypes))), out)
+  return adapter.evaluate(op.call, _impl_inputs(adapter, op, case), case.params)
+
+
+class _AluResult:
+  """An ALU result already read back as numpy (the adapter's alu returns arrays, not tensors)."""
+  def __init__(self, values: np.ndarray, dtype: str): self.values, self.dtype = values, dtype
+
+
+def _read(adapter: Adapter, t: Any) -> tuple[np.ndarray, str]:
+  """A result's values and dtype name."""
+  if isinstance(t, _AluResult): return np.asarray(t.values), t.dtype
+  return adapter.numpy(t), adapter.dtype_name(t)
+
+
+def _alu_out(op: Op, case: Case) -> str:
+  from refimpl.dtype import to_dtype
+  from refimpl.uop import Ops
+  from refimpl.uop.semantics import alu_result_dtype
+  from conformance.catalogue.core import _NAME_OF
+  return _NAME_OF[alu_result_dtype(Ops[op.call], to_dtype(case.dtypes[-1]))]
+
+
+def _expected_dtypes(op: Op, case: Case, k: int) -> list[str | None]:
+  """The spec's result dtype where the entry declares one (a documented difference from torch), else torch's own
+  result dtype on the inputs in their own dtypes (None where torch cannot compute in them)."""
+  if op.out_dtype is not None: return [op.out_dtype(case.dtypes, case.params)] * k
+  if op.is_alu: return [_alu_out(op, case)] * k
+  if op.torch is None: return [None] * k
+  try: outs = _outputs(torch_eval(op, _torch_inputs(op, case, "native"), case.params))
+  except Exception: return [None] * k
+  return [_torch_dtype_name(o) if isinstance(o, torch.Tensor) else None for o in outs]
+
+
+def _round_reference(ref: np.ndarray, dtype: str) -> np.ndarray:
+  """The torch result as a value of `dtype`: floats rounded once (DT.ROUND), integers wrapped (DT.WRAP)."""
+  if dtype in A._FLOATS: return A.round_to(np.asarray(ref, np.float64), dtype)
+  if dtype == "bool": return np.asarray(ref).astype(bool)
+  return np.asarray(ref).astype(np.int64 if np.asarray(ref).dtype.kind != "u" else np.uint64).astype(NP[dtype])
+
+
+# ---------------------------------------------------------------------------------------------------- gradients
+
+def _float_tensor_inputs(op: Op, case: Case) -> list[int]:
+  """The inputs whose gradients are checked: float tensors (of `diff_inputs`, when the entry names them)."""
+  return [i for i, (n, dt) in enumerate(zip(op.domain.inputs, case.dtypes)) if dt in A._FLOATS
+          and not _is_scalar(op, n) and (op.diff_inputs is None or n in op.diff_inputs)]
+
+
+def _impl_vjp(adapter: Adapter, op: Op, case: Case, cotangent_of, idx: list[int]):
+  """The implementation's VJP: builds the op once, asks `cotangent_of(shapes, dtypes)` for the cotangents (numpy),
+  and returns (cotangents, output dtypes, gradients as float64 numpy arrays)."""
+  inputs = _impl_inputs(adapter, op, case)
+  outs = _outputs(adapter.evaluate(op.call, inputs, case.params))
+  out_dts = [adapter.dtype_name(o) for o in outs]
+  cotangents = cotangent_of([adapter.shape(o) for o in outs], out_dts)
+  xs = [inputs[op.domain.inputs[i]] for i in idx]
+  total = None
+  for y, g, dt in zip(outs, cotangents, out_dts):
+    grads = [adapter.numpy(d).astype(np.float64) for d in adapter.gradient(y, xs, adapter.tensor(g, dt))]
+    total = grads if total is None else [a + b for a, b in zip(total, grads)]
+  return cotangents, out_dts, total
+
+
+def _torch_vjp(op: Op, case: Case, cotangents: list[np.ndarray], idx: list[int]):
+  """torch's float64 VJP, and the function (inputs, cotangents) -> VJP it comes from (for S)."""
+  inputs = _torch_inputs(op, case)
+  names = [op.domain.inputs[i] for i in idx]
+
+  def vjp_fn(*args):
+    xs, gs = args[:len(names)], args[len(names):]
+    _, pullback = torch.func.vjp(lambda *a: tuple(_outputs(torch_eval(op, {**inputs, **dict(zip(names, a))},
+                                                                       case.params))), *xs)
+    return pullback(tuple(gs))
+  xs = [inputs[n].detach() for n in names]
+  gs = [torch.tensor(np.asarray(g, np.float64)) for g in cotangents]
+  with torch.no_grad():
+    want = [w.detach().numpy(force=True) for w in vjp_fn(*xs, *gs)]   # force: torch may give a ZeroTensor
+  return want, vjp_fn, xs + gs
+
+
+def vjp(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) -> Outcome:
+  """GRAD.CHECK: the VJP for a random cotangent against torch autograd in float64 (ACC.GRAD)."""
+  clauses = (*op.clauses, "GRAD.CHECK")
+  idx = _float_tensor_inputs(op, case)
+  if not idx: return Outcome(True, clauses)
+  rng = np.random.default_rng(seed)
+  drawn = []
+
+  def cotangent_of(shapes, dts):
+    drawn.extend(A.round_to(rng.standard_normal(s), dt).astype(NP[dt]) for s, dt in zip(shapes, dts))
+    return drawn
+  try: cotangents, out_dts, got = _impl_vjp(adapter, op, case, cotangent_of, idx)
+  except Exception as e:
+    extra = _vjp_snippet(op, idx, drawn, ["float32"] * len(drawn)) if drawn else ""
+    return _fail(op, clauses, f"gradient raised {type(e).__name__}: {e}", adapter, case, extra)
+  extra = _vjp_snippet(op, idx, cotangents, out_dts)
+  want, vjp_fn, args = _torch_vjp(op, case, cotangents, idx)
+  worst, used = 0.0, 0.0
+  for k, (i, g, w) in enumerate(zip(idx, got, want)):
+    dt = case.dtypes[i]
+    rule = A.bound(op.grad_tolerance, dt)
+    ref = A.round_to(w, dt)
+    if g.shape != ref.shape: return _fail(op, clauses, f"gradient of {op.domain.inputs[i]} has shape {g.shape}, "
+                                          f"want {ref.shape}", adapter, case, extra)
+    S = _abs_jacobian_scale(lambda *a, k=k: vjp_fn(*a)[k], args, ref.shape) if rule.uses("S") else 0.0
+    n = op.length(case) * max(1.0, max(c.size for c in cotangents) / max(case.inputs[i].size, 1))
+    v = A.check(g, ref, dt, rule, n=n, S=S, x=_vjp_magnitude(op, case, i, cotangents))
+    worst, used = max(worst, v.worst_ulps), max(used, v.used)
+    if not v.ok:
+      return _fail(op, (*clauses, rule.clause), f"gradient of {op.domain.inputs[i]}: {v.why}", adapter, case, extra)
+  return Outcome(True, clauses, worst, details={"used": used})
+
+
+def _vjp_magnitude(op: Op, case: Case, i: int, cotangents: list[np.ndarray]) -> np.ndarray | float:
+  """x of ACC.GRAD.measure: |g| * max(1, |input|), at each position for an elementwise op whose input has the
+  output's shape, else the largest over all of them."""
+  a = np.abs(np.asarray(case.inputs[i], np.float64))
+  if op.domain.kind == "elementwise" and len(cotangents) == 1 and cotangents[0].shape == a.shape:
+    with np.errstate(invalid="ignore", over="ignore"):
+      return np.abs(cotangents[0].astype(np.float64)) * np.maximum(1.0, np.where(np.isfinite(a), a, 0.0))
+  return max(A.finite_max(c) for c in cotangents) * max([1.0] + [A.finite_max(x) for x in case.inputs])
+
+
+def _vjp_snippet(op: Op, idx: list[int], cotangents: list[np.ndarray], out_dts: list[str]) -> str:
+  names = [op.domain.inputs[i] for i in idx]
+  gs = ", ".join(f"Tensor(np.array({_literal(g)}), dtype={dt!r})" for g, dt in zip(cotangents, out_dts))
+  return (f"out = {op.call}\nouts = out if isinstance(out, (tuple, list)) else [out]\n"
+          f"for out_, g_ in zip(outs, [{gs}]):\n"
+          f"  print([d.numpy() for d in out_.gradient({', '.join(names)}, gradient=g_)])")
+
+
+def finite_differences(adapter: Adapter, op: Op, case: Case, seed: int) -> Outcome:
+  """GRAD.CHECK.fd: <g, (f(x + h v) - f(x - h v)) / 2h> against <VJP(g), v>, all computed by the implementation in
+  float64, for one random cotangent g and direction v (ACC.GRAD.fd gives h and the tolerance)."""
+  clauses = (*op.clauses, "GRAD.CHECK.fd")
+  idx = _float_tensor_inputs(op, case)
+  if not idx: return Outcome(True, clauses)
+  rng = np.random.default_rng(seed)
+  try:
+    y0 = [_read(adapter, o)[0] for o in _outputs(_run(adapter, op, case))]
+    if not all(np.isfinite(y).all() for y in y0):   # differences of NaN or inf say nothing
+      return Outcome(True, clauses, details={"skipped": "non-finite output"})
+    gs = [rng.standard_normal(y.shape) for y in y0]
+    dirs = {i: rng.standard_normal(case.inputs[i].shape) for i in idx}
+    scale = max([1.0] + [A.finite_max(case.inputs[i]) for i in idx])
+    h = FD_STEP * scale
+    def at(sign: float) -> list[np.ndarray]:
+      moved = Case([a + sign * h * dirs[i] if i in dirs else a for i, a in enumerate(case.inputs)], case.dtypes,
+                   case.params)
+      return [_read(adapter, o)[0].astype(np.float64) for o in _outputs(_run(adapter, op, moved))]
+    plus, minus = at(1.0), at(-1.0)
+    _, _, grads = _impl_vjp(adapter, op, case, lambda shapes, dts: [np.asarray(g) for g in gs], idx)
+  except Exception as e:
+    return _fail(op, clauses, f"raised {type(e).__name__}: {e}", adapter, case)
+  fd = sum(float((g * (p - m)).sum()) for g, p, m in zip(gs, plus, minus)) / (2 * h)
+  an = sum(float((d * dirs[i]).sum()) for d, i in zip(grads, idx))
+  magnitude = sum(float((np.abs(g) * np.abs(p - m)).sum()) for g, p, m in zip(gs, plus, minus)) / (2 * h)
+  noise = sum(float((np.abs(g) * (np.abs(p) + np.abs(m))).sum()) for g, p, m in zip(gs, plus, minus)) * \
+      A.eps("float64") / h
+  tol = FD_RTOL * (magnitude + abs(an)) + 16 * noise
+  if not np.isfinite(fd) or not np.isfinite(an) or abs(fd - an) > tol:
+    return _fail(op, clauses, f"finite differences give {fd!r}, the gradient gives {an!r} (tolerance {tol:.3g}, "
+                 f"h = {h:.3g})", adapter, case)
+  return Outcome(True, clauses)
+
+
+def second_order(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) -> Outcome:
+  """ACC.GRAD2: d/dx <g2, VJP(x, g1)> against torch's double backward, in float64."""
+  clauses = (*op.clauses, "GRAD.MODEL", "ACC.GRAD2")
+  idx = _float_tensor_inputs(op, case)
+  rng = np.random.default_rng(seed)
+  names = [op.domain.inputs[i] for i in idx]
+  try:
+    inputs = _impl_inputs(adapter, op, case)
+    xs = [inputs[n] for n in names]
+    y = _outputs(adapter.evaluate(op.call, inputs, case.params))[0]
+    g1 = rng.standard_normal(adapter.shape(y))   # the shape, not the values: realizing y would cut it off from xs
+    g2 = [rng.standard_normal(case.inputs[i].shape) for i in idx]
+    d1 = adapter.gradient(y, xs, adapter.tensor(g1, "float64"))
+    s = None
+    for d, g in zip(d1, g2):
+      term = (d * adapter.tensor(g, "float64")).sum()
+      s = term if s is None else s + term
+    got = [adapter.numpy(t) for t in adapter.gradient(s, xs, adapter.tensor(np.array(1.0), "float64"))]
+  except Exception as e:
+    return _fail(op, clauses, f"raised {type(e).__name__}: {e}", adapter, case)
+  want, w = _torch_second_order(op, case, names, g1, g2)
+  rule = A.bound("GRAD2", "float64")
+  args = [torch.tensor(g1), *(torch.tensor(g) for g in g2)]
+  used = 0.0
+  for k, (n, g) in enumerate(zip(names, got)):
+    S = _abs_jacobian_scale(lambda *a, k=k: w(*a)[k], args, g.shape) if rule.uses("S") else 0.0
+    v = A.check(g, want[k], "float64", rule, n=max(a.size for a in case.inputs), S=S)
+    used = max(used, v.used)
+    if not v.ok: return _fail(op, (*clauses, rule.clause), f"second derivative of {n}: {v.why}", adapter, case)
+  return Outcome(True, clauses, details={"used": used})
+
+
+def _torch_second_order(op: Op, case: Case, names: list[str], g1: np.ndarray, g2: list[np.ndarray]):
+  """torch's d/dx <g2, VJP(x, g1)> in float64, and the map (g1, g2) -> that value (for S)."""
+  tin = _torch_inputs(op, case)
+  xs0 = [tin[n] for n in names]
+
+  def f(*xs):
+    return _outputs(torch_eval(op, {**tin, **dict(zip(names, xs))}, case.params))[0]
+
+  def w(g1t, *g2t):
+    def s(*xs):
+      _, pullback = torch.func.vjp(f, *xs)
+      return sum((d * g).sum() for d, g in zip(pullback(g1t), g2t))
+    return torch.func.grad(s, argnums=tuple(range(len(xs0))))(*xs0)
+  want = [t.detach().numpy() for t in w(torch.tensor(g1), *(torch.tensor(g) for g in g2))]
+  return want, w

@@ -1,0 +1,25 @@
+"""The pinned reproductions of known implementation bugs (conformance/xfails.py, BUGS), each a strict expected
+failure: when a bug is fixed its test passes, the run fails, and the entry (with the detour in the op's domain that
+kept the property tests clear of it) is removed."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from conformance.catalogue import OPS
+from conformance.properties import forward, vjp
+from conformance.xfails import BUGS
+
+PROPERTIES = {"forward": lambda adapter, op, case, dtype: forward(adapter, op, case, dtype),
+              "vjp": lambda adapter, op, case, dtype: vjp(adapter, op, case, dtype, seed=0)}
+
+
+@pytest.mark.parametrize("bug", [pytest.param(b, id=b.id, marks=[
+  pytest.mark.clauses(*OPS[b.op].clauses), pytest.mark.xfail(reason=b.reason, strict=True)]) for b in BUGS])
+def test_known_bug(adapter, backend, bug):
+  if adapter.name != bug.impl: pytest.skip(f"{bug.id} is a bug of {bug.impl}, not of {adapter.name}")
+  if bug.backends != "*" and backend not in bug.backends.split(","): pytest.skip(f"{bug.id} shows on {bug.backends}")
+  op = dataclasses.replace(OPS[bug.op], torch_defined=None)   # a reproduction is compared at every element
+  outcome = PROPERTIES[bug.prop](adapter, op, bug.case, bug.dtype)
+  assert outcome.ok, outcome.message
