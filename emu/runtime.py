@@ -130,7 +130,9 @@ class Launch:
     """LOAD: the element's value where active, 0 of the dtype elsewhere (EXEC.MEMORY.gate)."""
     eff, flat = self._access(pos, mask, a, nd, False)
     data = a.mem.data
-    v = data[flat]
+    # an empty buffer has no element 0 for gated-off lanes to read: all of them are off (any active lane failed the
+    # bounds check above), so they read the zero of the dtype without touching memory
+    v = data[flat] if data.shape[0] else np.zeros(flat.shape + data.shape[1:], data.dtype)
     if a.mem.dtype.count > 1:
       v = np.where(eff[..., None], v, data.dtype.type(0))
       return tuple(v[..., j] for j in range(a.mem.dtype.count))

@@ -525,9 +525,16 @@ class Tensor(metaclass=_TensorType):
     return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
   def unflatten(self, dim: int, sizes) -> Tensor:
-    """Split axis `dim` into `sizes` (one entry may be -1)."""
+    """Split axis `dim` into `sizes` (one entry may be -1, inferred from that axis alone as torch does, so that a
+    0-size axis elsewhere does not make it ambiguous)."""
     d = _axis(dim, self.ndim)
-    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+    sizes = tuple(sizes)
+    if sizes.count(-1) == 1:
+      known = math.prod(s for s in sizes if s != -1)
+      if known == 0 or self.shape[d] % known:
+        raise SpecError("UOP.RESHAPE", f"cannot unflatten axis of size {self.shape[d]} into {sizes}")
+      sizes = tuple(self.shape[d] // known if s == -1 else s for s in sizes)
+    return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
 
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
     """Concatenate along `dim`; dtypes promote together (DT.PROMOTE). Each piece is padded to the full length and
@@ -641,8 +648,10 @@ class Tensor(metaclass=_TensorType):
 
   def _gather(self, axes: list[int], index: list[Tensor]) -> Tensor:
     """Advanced indexing of `axes` by broadcast integer tensors: compare each index with an arange (one-hot) and
-    reduce the selected element. The reduction has at most one nonzero term, so it is exact: floats are summed as
-    their bit patterns (BITCAST to the same-size int), bools with MAX."""
+    reduce the selected element. The reduction has at most one nonzero term, so it is exact; bools use MAX. Floats
+    are summed as values, which is differentiable (each source element gets its selections' cotangents), and where
+    that sum is 0 the sign of a selected -0.0 is restored from a second sum of the bit patterns (BITCAST to the
+    same-size int, which carries no gradient) as bits - (0 - sum): the value of bits, the derivative of the sum."""
     for t in index:
       if not dtypes.is_int(t.dtype): raise IndexError(f"tensor indices must be integers, not {t.dtype!r}")
     bshape = index[0].shape
@@ -664,7 +673,9 @@ class Tensor(metaclass=_TensorType):
     elif dtypes.is_int(x.dtype): out = mask.where(x, 0)._reduce(Ops.ADD, red, False)
     else:
       it = _BITS_INT[x.dtype.itemsize]
-      out = mask.where(x.bitcast(it), 0)._reduce(Ops.ADD, red, False).bitcast(x.dtype)
+      bits = mask.where(x.bitcast(it), 0)._reduce(Ops.ADD, red, False).bitcast(x.dtype)
+      out = mask.where(x, 0)._reduce(Ops.ADD, red, False)
+      out = (out == 0).where(bits - (0 - out), out)
     # torch: adjacent index tensors put their dims where the first one was; separated ones put them in front
     no = len(others)
     pos = axes[0] if axes == list(range(axes[0], axes[0] + k)) else 0
@@ -818,7 +829,8 @@ class Tensor(metaclass=_TensorType):
       # torch (and Python): a finite x over an infinite y of the other sign is -1, an infinite x gives NaN
       finite = (self - self) == 0
       q = (y.isinf() & (self != 0) & ((self < 0) != (y < 0))).where(-1.0, q)
-      return finite.where(q, math.nan)
+      # torch: x // 0 is x / 0 for every x, so an infinite x gives an infinity there, not NaN
+      return (finite | (y == 0)).where(q, math.nan)
     if self.dtype == dtypes.bool: raise SpecError("OP.CDIV", "floor division of bool tensors")
     q, _, fix = self._floor_correction(y)
     return fix.where(q - 1, q)
@@ -834,9 +846,9 @@ class Tensor(metaclass=_TensorType):
   def _mod(self, y: Tensor) -> Tensor:
     if dtypes.is_float(self.dtype):
       r = self - self._alu(Ops.FDIV, y).floor() * y
-      # rounding can leave r on the wrong side of 0 or equal to y; fold it back like Python's float %
+      # rounding can leave r on the wrong side of 0; fold it back by adding y, as torch and Python do with fmod's
+      # remainder. That sum may round to y itself (-1.0 % 2**30 in float32): it is kept, as theirs is, not made 0.
       r = ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
-      r = (r == y).where(r * 0, r)
       # torch (and Python): a finite x modulo an infinite y is x when the signs agree (or x is 0), else y
       finite = (self - self) == 0
       keep = (self == 0) | ((self < 0) == (y < 0))
@@ -928,9 +940,14 @@ class Tensor(metaclass=_TensorType):
     """sin x / cos x."""
     return self.sin() / self.cos()
   def sigmoid(self) -> Tensor:
-    """1 / (1 + e**-x)."""
+    """1 / (1 + e**-x), as 1 / (1 + z) for x > 0 and z / (1 + z) otherwise with z = e**-|x| <= 1: no intermediate
+    overflows, so the gradient is finite (0) where e**-x would be inf (x < -88 in float32), as torch's. The sign is
+    split with WHERE, not abs, whose tie at 0 would give the wrong slope there (GRAD.CHECK.tensor)."""
     x = self.cast(least_upper_float(self.dtype))
-    return (1 + (-x).exp()).reciprocal()
+    pos = x > 0
+    z = pos.where(-x, x).exp()
+    r = (1 + z).reciprocal()
+    return pos.where(r, z * r)
   def tanh(self) -> Tensor:
     """2 * sigmoid(2x) - 1 (tinygrad's composition; loses relative accuracy near 0)."""
     return 2 * (2 * self.cast(least_upper_float(self.dtype))).sigmoid() - 1
@@ -950,23 +967,38 @@ class Tensor(metaclass=_TensorType):
     x = self.cast(least_upper_float(self.dtype))
     return (x * beta)._softplus_stable() * (1 / beta)
   def elu(self, alpha=1.0) -> Tensor:
-    """x for x > 0, alpha (e**x - 1) otherwise."""
+    """x for x > 0 (and NaN), alpha (e**x - 1) otherwise. The exponential branch is fed 0 where it is not taken, so
+    its e**x cannot overflow and turn the gradient WHERE sends it (0) into NaN (GRAD.CHECK.tensor: torch gives g)."""
     x = self.cast(least_upper_float(self.dtype))
-    return (x > 0).where(x, alpha * (x.exp() - 1))
+    neg = x <= 0
+    return neg.where(alpha * (neg.where(x, 0).exp() - 1), x)
   def leaky_relu(self, neg_slope=0.01) -> Tensor:
-    """x for x >= 0, neg_slope * x otherwise."""
-    return (self < 0).where(self * neg_slope, self)
+    """x for x > 0, neg_slope * x otherwise: at x = 0 (and NaN) the gradient is neg_slope * g, as torch's."""
+    return (self > 0).where(self, self * neg_slope)
   def relu6(self) -> Tensor:
-    """min(max(x, 0), 6)."""
-    return self.clip(0, 6)
+    """min(max(x, 0), 6), with hardtanh's gradient (0 at x = 0 and x = 6, as torch's)."""
+    return self.hardtanh(0, 6)
   def hardtanh(self, min_val=-1, max_val=1) -> Tensor:
-    """x clipped to [min_val, max_val]."""
-    return self.clip(min_val, max_val)
+    """x clipped to [min_val, max_val]. torch's gradient is g strictly inside (and at NaN), 0 at the bounds."""
+    return self._clamp(min_val, max_val, bounds_inside=False)
   def clip(self, min_=None, max_=None) -> Tensor:
-    """Clamp to [min_, max_] (either may be None); NaN stays NaN."""
+    """Clamp to [min_, max_] (either may be None); NaN stays NaN. torch's clamp gradient: g on the closed interval,
+    bounds included, and 0 at NaN."""
     if min_ is None and max_ is None: raise ValueError("clip needs at least one of min_ and max_")
-    x = self if min_ is None else self.maximum(min_)
-    return x if max_ is None else x.minimum(max_)
+    x = self._clamp(min_, max_, bounds_inside=True)
+    return x.isnan().where(x.detach(), x) if dtypes.is_float(x.dtype) else x
+
+  def _clamp(self, lo, hi, bounds_inside: bool) -> Tensor:
+    """Clamp with WHERE on comparisons, the lower bound first (so lo > hi gives hi, as torch). Not built on
+    maximum/minimum, whose tie rule (GRAD.MAX.tie) would give g/2 at a bound: there x passes through unchanged (so
+    -0.0 stays -0.0), with gradient g if `bounds_inside`, else through DETACH with none (GRAD.CHECK.tensor)."""
+    x = self
+    for b, below in ((lo, True), (hi, False)):
+      if b is None: continue
+      x, bt = x._broadcasted(b)
+      at = x if bounds_inside else (x == bt).where(x.detach(), x)
+      x = ((x < bt) if below else (x > bt)).where(bt, at)
+    return x
   clamp = clip
   def isnan(self) -> Tensor:
     """x != x."""
@@ -1023,7 +1055,9 @@ class Tensor(metaclass=_TensorType):
     """Sum divided by the count, in the default float for int/bool inputs; NaN over zero elements."""
     x = self.cast(least_upper_float(self.dtype))
     n = math.prod(self.shape[a] for a in self._axes(axis))
-    out = x.sum(axis, keepdim)
+    # divide in the accumulation type (float32 for float16/bfloat16, DT.SUM) before rounding back, so that a sum
+    # beyond the dtype's range still gives a representable mean (torch)
+    out = x.sum(axis, keepdim, dtype=sum_acc_dtype(x.dtype))
     return out.div(n).cast(x.dtype) if n else (out * math.nan).cast(x.dtype)
 
   def var(self, axis=None, keepdim: bool = False, correction=1) -> Tensor:
@@ -1034,8 +1068,10 @@ class Tensor(metaclass=_TensorType):
     return (d * d).sum(axis, keepdim).div(max(0, n - correction))
 
   def std(self, axis=None, keepdim: bool = False, correction=1) -> Tensor:
-    """sqrt(var)."""
-    return self.var(axis, keepdim, correction).sqrt()
+    """sqrt(var). Where the variance is 0 it reaches SQRT through DETACH: SQRT's slope there is inf and the
+    variance's is 0, so the chain would give NaN; torch gives 0 (GRAD.CHECK.tensor)."""
+    v = self.var(axis, keepdim, correction)
+    return (v == 0).where(v.detach(), v).sqrt()
 
   def argmax(self, axis=None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum (NaN counts as the maximum, as in torch), over the flattened tensor for
@@ -1085,6 +1121,9 @@ class Tensor(metaclass=_TensorType):
     all -inf slice gives -inf as in torch)."""
     x = self.cast(least_upper_float(self.dtype))
     m = x.max(axis, keepdim=True)
+    # a group holding +inf sums to +inf whatever its finite elements are: they get no gradient (torch), and pass
+    # through DETACH so that their e**x, which may overflow, cannot make the chain inf/inf = NaN
+    x = ((m == math.inf) & (x != math.inf)).where(x.detach(), x)
     m = m.isinf().where(0, m)
     out = (x - m).exp().sum(axis, keepdim=True).log() + m
     return out if keepdim else out.reshape(tuple(n for i, n in enumerate(self.shape) if i not in self._axes(axis)))
@@ -1095,7 +1134,8 @@ class Tensor(metaclass=_TensorType):
     if self.ndim == 0: return self.sum()
     ax = _axis(axis, self.ndim)
     n = self.shape[ax]
-    if n == 0: return self.cast(sum_acc_dtype(self.dtype))
+    # an empty axis has nothing to sum; the result keeps the dtype sum would give it (float16 stays float16)
+    if n == 0: return self if self.dtype in (dtypes.float16, dtypes.bfloat16) else self.cast(sum_acc_dtype(self.dtype))
     x = self.transpose(ax, -1) if ax != self.ndim - 1 else self
     x = x.pad(((0, 0),) * (x.ndim - 1) + ((n - 1, 0),))._windows(n, 1, 1).sum(-1)
     x = x.cast(self.dtype) if self.dtype in (dtypes.float16, dtypes.bfloat16) else x
@@ -1211,12 +1251,22 @@ class Tensor(metaclass=_TensorType):
                                                              f"weight {weight.shape} and groups={groups}")
     st, dl = _tuple(stride, m), _tuple(dilation, m)
     pads = _conv_padding(padding, m)
-    x = self.pad(((0, 0), (0, 0), *pads))
-    x = x._pool(ks, st, dl)                                         # (N, Cin, *o, *k)
+    return self.pad(((0, 0), (0, 0), *pads))._conv(weight, bias, groups, st, dl, dtype)
+
+  def _conv(self, weight: Tensor, bias: Tensor | None, groups: int, st, dl, dtype=None,
+            valid: Tensor | None = None) -> Tensor:
+    """conv2d of an already padded input. `valid` (a bool tensor of the input's shape) marks the elements that take
+    part: the products of the others are WHERE'd to 0 instead of computed as 0 * w, which is NaN for an infinite w."""
+    ks = weight.shape[2:]
+    m = len(ks)
+    bs, cout, cpg = self.shape[0], weight.shape[0], weight.shape[1]
+    x = self._pool(ks, st, dl)                                      # (N, Cin, *o, *k)
     os = x.shape[2:2 + m]
     x = x.reshape(bs, groups, 1, cpg, *os, *ks)
     w = weight.reshape(1, groups, cout // groups, cpg, *((1,) * m), *ks)
-    out = (x * w).sum((3, *range(4 + m, 4 + 2 * m)), dtype=dtype)
+    prod = x * w
+    if valid is not None: prod = valid._pool(ks, st, dl).reshape(x.shape).where(prod, 0)
+    out = prod.sum((3, *range(4 + m, 4 + 2 * m)), dtype=dtype)
     out = out.reshape(bs, cout, *os)
     return out if bias is None else out + bias.reshape(1, -1, *((1,) * m))
 
@@ -1236,13 +1286,31 @@ class Tensor(metaclass=_TensorType):
     return ks, st, dl, pads, extra
 
   def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False) -> Tensor:
-    """Max over windows of the trailing len(kernel_size) axes; padding counts as -inf (torch.nn.functional)."""
+    """Max over windows of the trailing len(kernel_size) axes; padding counts as -inf (torch.nn.functional). For
+    floats the gradient goes, as torch's, wholly to the first maximum of a window (the last NaN if any), not split
+    among ties (GRAD.REDUCE.MAX.tie): the value is read back through a one-hot mask of that position."""
     ks, st, dl, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode)
     m = len(ks)
     full = tuple((0, 0) for _ in range(self.ndim - m)) + tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
     inside = Tensor.full(self.shape, True, device=self.device).pad(full)
     x = inside.where(self.pad(full), dtypes.min(self.dtype))
-    return x._pool(ks, st, dl).max(tuple(range(-m, 0)))
+    w = x._pool(ks, st, dl)
+    if not dtypes.is_float(self.dtype): return w.max(tuple(range(-m, 0)))
+    w = w.reshape(w.shape[:-m] + (math.prod(ks),))
+    k = w.shape[-1]
+    # a padding position (-inf) never takes the gradient from an input -inf it ties with
+    hit = (w == w.max(-1, keepdim=True)) & inside._pool(ks, st, dl).reshape(w.shape)
+    nan = w.isnan()
+    down = Tensor.arange(k, 0, -1, device=self.device)   # counts down: the max over the hits marks the first
+    first = hit & (hit.where(down, 0).max(-1, keepdim=True) == down)
+    up = Tensor.arange(1, k + 1, device=self.device)
+    last_nan = nan & (nan.where(up, 0).max(-1, keepdim=True) == up)
+    one = nan.max(-1, keepdim=True).where(last_nan, first)
+    # one term, so the sums are exact; the bit pattern keeps the sign of a zero (as in _gather)
+    red = (w.ndim - 1,)
+    picked = one.where(w, 0)._reduce(Ops.ADD, red, False)
+    bits = one.where(w.bitcast(_BITS_INT[w.dtype.itemsize]), 0)._reduce(Ops.ADD, red, False).bitcast(w.dtype)
+    return (picked == 0).where(bits - (0 - picked), picked)
 
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True) -> Tensor:
@@ -1253,13 +1321,14 @@ class Tensor(metaclass=_TensorType):
     lead = tuple((0, 0) for _ in range(self.ndim - m))
     full = lead + tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
     x = self.cast(least_upper_float(self.dtype))
-    sums = x.pad(full)._pool(ks, st, dl).sum(tuple(range(-m, 0)))
+    # sum and divide in the accumulation type (DT.SUM), rounding to the dtype once at the end (as mean does)
+    sums = x.pad(full)._pool(ks, st, dl).sum(tuple(range(-m, 0)), dtype=sum_acc_dtype(x.dtype))
     if count_include_pad:   # the explicit padding counts, the ceil_mode extra does not
       ones = Tensor.full(tuple(n + pb + pa for n, (pb, pa) in zip(self.shape[-m:], pads)), 1.0, dtype=x.dtype,
                          device=self.device).pad(tuple((0, e) for e in extra))
     else: ones = Tensor.full(self.shape[-m:], 1.0, dtype=x.dtype, device=self.device).pad(full[-m:])
     count = ones._pool(ks, st, dl).sum(tuple(range(-m, 0)))
-    return sums / count
+    return (sums / count).cast(x.dtype)
 
   # ---- nn functional (refimpl.nn) ----
   def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
@@ -1327,11 +1396,15 @@ class Tensor(metaclass=_TensorType):
     out = [(n - 1) * s - 2 * p + d * (k - 1) + o + 1 for n, s, p, d, k, o in zip(self.shape[2:], st, pd, dl, ks, op)]
     if min(out) < 1 or min(self.shape[2:]) < 1:
       raise SpecError("NN.CONV_TRANSPOSE", f"input {self.shape} gives the empty output size {out}")
-    x = self
-    for i, s in enumerate(st): x = x._spread(2 + i, s)
-    x = x._pad_or_cut([(d * (k - 1) - p, d * (k - 1) - p + o) for k, d, p, o in zip(ks, dl, pd, op)])
+    # the spread and padded zeros are marked invalid, so that they add nothing even against an infinite weight
+    # (torch scatters only the input's own products)
+    x, valid = self, Tensor.full(self.shape, True, device=self.device)
+    amounts = [(d * (k - 1) - p, d * (k - 1) - p + o) for k, d, p, o in zip(ks, dl, pd, op)]
+    for i, s in enumerate(st): x, valid = x._spread(2 + i, s), valid._spread(2 + i, s)
+    x, valid = x._pad_or_cut(amounts), valid._pad_or_cut(amounts)
     w = weight.reshape(groups, cin // groups, cpg, *ks).transpose(1, 2).flip(tuple(range(3, 3 + m)))
-    return x.conv2d(w.reshape(groups * cpg, cin // groups, *ks), bias, groups=groups, dilation=dl)
+    w = w.reshape(groups * cpg, cin // groups, *ks)
+    return x._conv(w, bias, groups, (1,) * m, dl, valid=valid)
 
   def _spread(self, ax: int, s: int) -> Tensor:
     """s-1 zeros between neighbours along axis `ax`: n -> (n-1)*s + 1 (pad each element to s, drop the tail)."""

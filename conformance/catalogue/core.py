@@ -21,8 +21,8 @@ from refimpl.dtype import float_max, least_upper_dtype, least_upper_float, sum_a
 
 __all__ = ["Domain", "Op", "FLOATS", "INTS", "TORCH_INTS", "NUMERIC", "ANY", "same", "boolean", "floating", "summed",
            "promoted", "fixed", "reduced_count", "TORCH_HELPERS", "sqrt_max", "sum_limit", "exp_limit",
-           "square_limit", "finite_inputs", "away_from", "exp_range", "divisor_range", "all_of",
-           "recip_range", "distinct_finite"]
+           "square_limit", "finite_inputs", "away_from", "divisor_range", "all_of",
+           "recip_range"]
 
 FLOATS = S.FLOATS
 INTS = S.INTS
@@ -278,18 +278,6 @@ def away_from(*points: float) -> Callable[[Case], bool]:
   return lambda case: not any(np.isin(a, points).any() for a in _float_inputs(case))
 
 
-def exp_range(scale: float = 1.0) -> Callable[[Case], bool]:
-  """Every finite |x| below ln(largest finite) / scale: exp(scale x) in the composition does not overflow, which
-  would turn the gradient into inf * 0 = NaN (xfails.BUGS sigmoid-grad-overflow, elu-grad-overflow)."""
-  def ok(case: Case) -> bool:
-    for a, d in zip(case.inputs, case.dtypes):
-      if d not in FLOATS: continue
-      a = np.abs(np.asarray(a, np.float64))
-      if (a[~np.isnan(a)] > math.log(float_max(to_dtype(d))) / scale).any(): return False   # infinities too
-    return True
-  return ok
-
-
 def divisor_range(name_index: int) -> Callable[[Case], bool]:
   """The divisor input is 0 or at least sqrt(smallest normal) * 16 in magnitude: GRAD.FDIV's b * b must not
   underflow to 0 (which turns -(g a)/(b b) into a NaN or infinity where the derivative is finite)."""
@@ -306,11 +294,6 @@ def recip_range(case: Case) -> bool:
   """GRAD.RECIPROCAL's y * y stays finite: the input is 0 or at least 16 / sqrt(largest finite) in magnitude."""
   x = np.abs(np.asarray(case.inputs[0], np.float64))
   return not ((x > 0) & (x < 16 / math.sqrt(float_max(to_dtype(case.dtypes[0]))))).any()
-
-
-def distinct_finite(case: Case) -> bool:
-  """Finite float inputs without repeated values: no ties for a max to split (xfails.BUGS max-pool-tie-grad)."""
-  return all(np.isfinite(a).all() and np.unique(a).size == a.size for a in _float_inputs(case))
 
 
 def all_of(*preds: Callable[[Case], bool]) -> Callable[[Case], bool]:

@@ -6,7 +6,7 @@ import math
 from hypothesis import strategies as st
 
 from conformance import strategies as S
-from conformance.catalogue.core import FLOATS, Domain, Op, distinct_finite, finite_inputs, sqrt_max, sum_limit
+from conformance.catalogue.core import FLOATS, Domain, Op, finite_inputs, sqrt_max, sum_limit
 
 __all__ = ["OPS"]
 
@@ -85,8 +85,7 @@ OPS: list[Op] = [
      n=lambda case: math.prod(case.inputs[1].shape[1:]) + 1, grad_domain=finite_inputs),
   Op("max_pool2d", "x.max_pool2d(kernel_size, stride, 1, padding, ceil_mode)",
      "F.max_pool2d(x, kernel_size, stride, padding, 1, ceil_mode)", Domain("pool", FLOATS, shapes=_pool),
-     ("OP.MAX", "GRAD.REDUCE.MAX", "GRAD.CHECK.tensor"), "MAX", "GRAD", grad_domain=distinct_finite,
-     note="gradients without ties (xfails.BUGS max-pool-tie-grad)"),
+     ("OP.MAX", "GRAD.REDUCE.MAX", "GRAD.CHECK.tensor"), "MAX", "GRAD"),
   Op("avg_pool2d", "x.avg_pool2d(kernel_size, stride, 1, padding, ceil_mode, count_include_pad)",
      "F.avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad)",
      Domain("pool", FLOATS, shapes=_pool, limit=sum_limit, params=lambda shapes, dt: st.fixed_dictionaries(

@@ -96,7 +96,7 @@ def _flatten_range(draw, shapes, dtype):
 @st.composite
 def _unflatten(draw, shapes, dtype):
   dim = draw(st.integers(0, len(shapes[0]) - 1))
-  return {"dim": dim, "sizes": draw(_factorization(shapes[0][dim], allow_minus_one=math.prod(shapes[0]) > 0))}
+  return {"dim": dim, "sizes": draw(_factorization(shapes[0][dim]))}
 
 
 def _repeats(shapes, dtype):
@@ -145,26 +145,6 @@ def _index(draw, shapes, dtype):
   return {"index": items[0] if len(items) == 1 and draw(st.booleans()) else tuple(items)}
 
 
-def _nonempty_result(case) -> bool:
-  """The result has elements (xfails.BUGS pad-empty-load: the gradient of an empty window pads an empty tensor)."""
-  import torch
-  from conformance.catalogue.core import TORCH_HELPERS
-  x = torch.zeros(case.inputs[0].shape)
-  p = case.params
-  if "bounds" in p: return all(b > a for a, b in p["bounds"])
-  if "index" in p: return TORCH_HELPERS["take"](x, p["index"]).numel() > 0
-  if "chunks" in p: return all(t.numel() > 0 for t in x.chunk(p["chunks"], p["dim"]))
-  if "sizes" in p and "dim" in p: return all(t.numel() > 0 for t in x.split(p["sizes"], p["dim"]))
-  return x.numel() > 0
-
-
-def _no_tensor_index(case) -> bool:
-  """Basic indexing only (xfails.BUGS getitem-index-grad) and a nonempty result."""
-  idx = case.params["index"]
-  items = idx if isinstance(idx, tuple) else (idx,)
-  return not any(isinstance(i, list) for i in items) and _nonempty_result(case)
-
-
 def _mov(name, call, torch, params=None, shapes=None, inputs=("x",), clauses=(), grad="GRAD", **kw) -> Op:
   dom = Domain("movement", ANY, inputs, params=params, shapes=shapes or _one())
   return Op(name, call, torch, dom, clauses, "EXACT", grad, kw.pop("api", (name,)), **kw)
@@ -182,10 +162,9 @@ OPS: list[Op] = [
        clauses=("UOP.PERMUTE", "GRAD.PERMUTE")),
   _mov("T", "x.T", "x.T", shapes=lambda: st.tuples(S.shapes(2, 2, 0, 4)), clauses=("UOP.PERMUTE", "GRAD.PERMUTE")),
   _mov("pad", "x.pad(padding)", "F.pad(x, pad_arg(padding))", lambda shapes, dt: S.paddings(shapes[0]).map(
-    lambda p: {"padding": p}), shapes=_one(min_dims=1, min_side=1), clauses=("UOP.PAD", "GRAD.PAD"),
-       note="no 0-size inputs (xfails.BUGS pad-empty-load)"),
+    lambda p: {"padding": p}), shapes=_one(min_dims=1), clauses=("UOP.PAD", "GRAD.PAD")),
   _mov("shrink", "x.shrink(bounds)", "x[tuple(slice(a, b) for a, b in bounds)]", lambda shapes, dt: S.windows(
-    shapes[0]).map(lambda w: {"bounds": w}), clauses=("UOP.SHRINK", "GRAD.SHRINK"), grad_domain=_nonempty_result),
+    shapes[0]).map(lambda w: {"bounds": w}), clauses=("UOP.SHRINK", "GRAD.SHRINK")),
   _mov("flip", "x.flip(axis)", "torch.flip(x, (axis,) if isinstance(axis, int) else axis)", _flip_axes,
        shapes=_one(min_dims=1), clauses=("UOP.FLIP", "GRAD.FLIP")),
   _mov("squeeze", "x.squeeze(dim)", "x.squeeze() if dim is None else x.squeeze(dim)", _squeeze_dim,
@@ -203,11 +182,10 @@ OPS: list[Op] = [
   _mov("stack", "x.stack(y, dim=dim)", "torch.stack([x, y], dim)", shapes=lambda: _equal_shapes(2), inputs=("x", "y"),
        clauses=("UOP.PAD", "OP.WHERE", "GRAD.PAD")),
   _mov("split", "x.split(sizes, dim)", "x.split(sizes, dim)", _split_sizes, shapes=_one(min_dims=1),
-       clauses=("UOP.SHRINK", "GRAD.SHRINK"), grad_domain=_nonempty_result),
+       clauses=("UOP.SHRINK", "GRAD.SHRINK")),
   _mov("chunk", "x.chunk(chunks, dim)", "x.chunk(chunks, dim)", _chunks, shapes=_one(min_dims=1, min_side=1),
-       clauses=("UOP.SHRINK", "GRAD.SHRINK"), grad_domain=_nonempty_result),
+       clauses=("UOP.SHRINK", "GRAD.SHRINK")),
   _mov("getitem", "x[index]", "take(x, index)", _index, shapes=_one(min_dims=1), api=("__getitem__",),
-       grad_domain=_no_tensor_index,
        clauses=("UOP.SHRINK", "UOP.FLIP", "OP.CMPEQ", "OP.WHERE", "GRAD.SHRINK", "GRAD.CHECK.tensor"),
        note="basic indexing with negative steps and tensor indices; the reference gathers numpy's positions in torch"),
 ]

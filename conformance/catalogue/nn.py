@@ -2,7 +2,6 @@
 assign and the losses. Class labels are int32 inputs drawn inside [0, classes), where torch defines them."""
 from __future__ import annotations
 
-import math
 
 from hypothesis import strategies as st
 
@@ -73,9 +72,8 @@ _REDUCTION = st.sampled_from(["mean", "sum", "none"])
 OPS: list[Op] = [
   Op("conv_transpose2d", "x.conv_transpose2d(w, b, groups=groups, stride=stride, dilation=dilation, padding=padding, "
      "output_padding=output_padding)", "F.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation)",
-     Domain("conv", FLOATS, ("x", "w", "b"), shapes=_conv_transpose, limit=sqrt_max, specials=math.isfinite),
+     Domain("conv", FLOATS, ("x", "w", "b"), shapes=_conv_transpose, limit=sqrt_max),
      ("NN.CONV_TRANSPOSE", "GRAD.CHECK.tensor"), "CONV", "GRAD", grad_domain=finite_inputs,
-     note="finite special values only (xfails.BUGS conv-transpose-inf)",
      n=lambda case: case.inputs[0].shape[1] * case.inputs[1].shape[2] * case.inputs[1].shape[3] + 1),
   Op("dropout", "x.dropout(p)", "F.dropout(x, p, training=False)",
      Domain("elementwise", FLOATS, params=lambda shapes, dt: st.fixed_dictionaries({"p": st.sampled_from([0.0, 0.5])})),
