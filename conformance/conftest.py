@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from conformance.adapters.base import Adapter, load_adapter
+from conformance.report import ReportPlugin
 from conformance.xfails import expected_failure
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
@@ -32,12 +33,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
   group.addoption("--backend", default=os.environ.get("DEV", "PYTHON"),
                   help="device to check: PYTHON, CPU, CL or CUDA (default: $DEV or PYTHON)")
   group.addoption("--impl", default=DEFAULT_IMPL, help=f"adapter as module:Class (default: {DEFAULT_IMPL})")
+  group.addoption("--report-dir", default=None, help="write conformance.json, junit.xml and coverage.md there")
 
 
 def pytest_configure(config: pytest.Config) -> None:
   config.addinivalue_line("markers", "clauses(*ids): the spec clauses a test checks (for the clause coverage report)")
   config.addinivalue_line("markers", "conformance(op, dtype, prop): the catalogue entry, dtype and property of a test")
   if not config.getoption("hypothesis_profile", None): settings.load_profile("ci")
+  report_dir = config.getoption("--report-dir")
+  config.pluginmanager.register(ReportPlugin(config, report_dir), "conformance-report")
+  if report_dir and not hasattr(config, "workerinput"): _junit(config, os.path.join(report_dir, "junit.xml"))
+
+
+def _junit(config: pytest.Config, path: str) -> None:
+  """pytest's own JUnit XML writer at `path`, unless --junitxml already chose a file."""
+  from _pytest.junitxml import LogXML, xml_key
+  if xml_key in config.stash: return
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  config.stash[xml_key] = LogXML(path, config.option.junitprefix, config.getini("junit_suite_name"),
+                                 config.getini("junit_logging"), config.getini("junit_duration_report"),
+                                 config.getini("junit_family"), config.getini("junit_log_passing_tests"))
+  config.pluginmanager.register(config.stash[xml_key])
 
 
 @pytest.fixture(scope="session")

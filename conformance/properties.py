@@ -115,8 +115,12 @@ def reproduction(adapter: Adapter, op: Op, case: Case, extra: str = "") -> str:
     if _is_scalar(op, name): lines.append(f"{name} = {py_value(arr.reshape(()), dt)!r}")
     else: lines.append(f"{name} = Tensor(np.array({_literal(arr)}, dtype=np.{np.dtype(NP[dt]).name}), dtype={dt!r})")
   lines += [f"{k} = {v!r}" for k, v in case.params.items()]
-  if op.is_alu:
-    lines.append(f"from refimpl.uop import Ops; from refimpl.uop.ops import UOp  # ALU op {op.call} at the UOp level")
+  if op.is_alu and not extra:   # the single ALU op as a UOp over the input tensors' UOps (refimpl's Adapter.alu)
+    out_dt = op.out_dtype(case.dtypes, case.params) if op.out_dtype else _alu_out(op, case)
+    srcs = "".join(f"{n}.uop, " for n in op.domain.inputs)
+    lines += [f"from refimpl.uop import Ops; from refimpl.uop.ops import UOp  # ALU op {op.call} at the UOp level",
+              f"out = Tensor(UOp(Ops.{op.call}, dtypes.{out_dt}, ({srcs})))", "print(out.numpy())"]
+    return "\n".join(lines)
   lines.append(extra or f"out = {op.call}\nprint(out.numpy() if hasattr(out, 'numpy') else [o.numpy() for o in out])")
   return "\n".join(lines)
 

@@ -12,6 +12,7 @@ import pytest
 
 from conformance import accuracy as A
 from conformance.catalogue import Op
+from conformance.report import note
 
 
 def acc_clause(key: str, dtype: str) -> str:
@@ -35,7 +36,8 @@ def cases(ops: Iterable[Op], prop: str, dtypes=None, grad: bool = False) -> list
 
 def record(outcome, op: Op, dtype: str, prop: str) -> None:
   """Append the outcome to $CONFORMANCE_LOG (JSON lines) when set: the raw data for reports and for measuring how
-  much of each bound the implementation uses (spec/accuracy.md)."""
+  much of each bound the implementation uses (spec/accuracy.md); and note it for the reports (conformance.report)."""
+  note(outcome)
   path = os.environ.get("CONFORMANCE_LOG")
   if not path: return
   with open(path, "a") as f:

@@ -1,0 +1,174 @@
+"""Reports of a conformance run (`--report-dir DIR`): DIR/conformance.json (per op, dtype and property: counts, worst
+error in ULPs, a histogram of ULP errors, clause IDs and each failure's reproduction), DIR/junit.xml (pytest's own
+writer) and DIR/coverage.md (clause -> tests -> backends passing, over spec/ops.md, spec/gradients.md and
+spec/accuracy.md); and a summary table at the end of the terminal output, with or without --report-dir.
+
+How the numbers travel: a property test calls `note(outcome)` for each example (conformance/tests/params.py,
+`record`); the plugin collects those notes while the test runs and stores their summary in the test's
+user_properties, which pytest-xdist sends back to the controller with the report, so the controller alone
+aggregates and writes the files.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.spec_tables import clauses as spec_clauses
+
+__all__ = ["note", "ReportPlugin", "BINS", "histogram", "coverage_markdown", "COVERAGE_CHAPTERS"]
+
+SPEC = Path(__file__).resolve().parent.parent / "spec"
+COVERAGE_CHAPTERS = ("ops.md", "gradients.md", "accuracy.md")
+# upper edges of the ULP histogram's bins; errors above the last edge (or infinite) go in the last bin ">256"
+BINS = (0.0, 0.5, 1.0, 4.0, 16.0, 256.0)
+BIN_NAMES = ("0", "<=0.5", "<=1", "<=4", "<=16", "<=256", ">256")
+_PROP_KEY = "conformance_outcomes"
+_notes: list[tuple[float, str, tuple[str, ...]]] | None = None   # the outcomes of the running test, or None
+
+
+def note(outcome) -> None:
+  """Record one example's outcome of the running test (a no-op outside a test run by the plugin)."""
+  if _notes is not None: _notes.append((outcome.worst_ulps, "" if outcome.ok else outcome.message, outcome.clauses))
+
+
+def histogram(ulps: list[float]) -> dict[str, int]:
+  """Counts of ULP errors per bin of BINS (an infinite error, e.g. a crash, counts in the last bin)."""
+  out = dict.fromkeys(BIN_NAMES, 0)
+  for u in ulps:
+    i = next((k for k, edge in enumerate(BINS) if u <= edge), len(BINS))
+    out[BIN_NAMES[i]] += 1
+  return out
+
+
+def _finite(u: float) -> float | None:
+  return u if math.isfinite(u) else None
+
+
+def _status(report: pytest.TestReport) -> str | None:
+  """pass, fail, xfail or skip for the report that decides a test's status, None for the others."""
+  if report.when == "call" or (report.when == "setup" and not report.passed):
+    if hasattr(report, "wasxfail"): return "xfail" if report.skipped else "fail"   # a strict XPASS fails
+    return {"passed": "pass", "failed": "fail", "skipped": "skip"}[report.outcome]
+  if report.when == "teardown" and report.failed: return "fail"
+  return None
+
+
+class ReportPlugin:
+  """Collects per-test outcomes and writes the report files (on the controller only under pytest-xdist)."""
+
+  def __init__(self, config: pytest.Config, report_dir: str | None):
+    self.config, self.dir = config, Path(report_dir) if report_dir else None
+    self.backend = config.getoption("--backend").upper()
+    self.impl = config.getoption("--impl")
+    self.rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    self.clause_tests: dict[str, dict[str, int]] = defaultdict(lambda: {"tests": 0, "passed": 0})
+
+  # -- on the worker (or the only process): summarize the notes of each test into its user_properties
+  @pytest.hookimpl(wrapper=True)
+  def pytest_runtest_call(self, item: pytest.Item):
+    global _notes
+    _notes = []
+    try: return (yield)
+    finally:
+      notes, _notes = _notes, None
+      ulps = [u for u, _, _ in notes]
+      fails = [m for _, m, _ in notes if m]
+      item.user_properties.append((_PROP_KEY, json.dumps({
+        "examples": len(notes), "worst_ulps": _finite(max(ulps, default=0.0)), "histogram": histogram(ulps),
+        "failure": fails[-1] if fails else None,   # hypothesis replays the shrunk example last
+        "clauses": sorted({c for _, _, cs in notes for c in cs})})))
+
+  # -- on the controller: aggregate
+  def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    status = _status(report)
+    if status is None: return
+    props = dict(report.user_properties)
+    name = report.nodeid.split("::")[-1]
+    key = (props.get("op", name), props.get("dtype", ""), props.get("property", name.split("[")[0]))
+    row = self.rows.setdefault(key, {"op": key[0], "dtype": key[1], "property": key[2], "pass": 0, "fail": 0,
+                                     "xfail": 0, "skip": 0, "examples": 0, "worst_ulps": 0.0,
+                                     "histogram": dict.fromkeys(BIN_NAMES, 0), "clauses": [], "failures": []})
+    row[status] += 1
+    summary = json.loads(props[_PROP_KEY]) if _PROP_KEY in props else {}
+    row["examples"] += summary.get("examples", 0)
+    worst = summary.get("worst_ulps", 0.0)
+    row["worst_ulps"] = None if worst is None or row["worst_ulps"] is None else max(row["worst_ulps"], worst)
+    for b, n in summary.get("histogram", {}).items(): row["histogram"][b] += n
+    clauses = sorted(set(row["clauses"]) | set(props.get("clauses", "").split()) | set(summary.get("clauses", [])))
+    row["clauses"] = clauses
+    if status == "fail":
+      text = summary.get("failure") or _crash_text(report)
+      row["failures"].append({"test": report.nodeid, "reproduction": text})
+    if status in ("pass", "fail"):
+      for c in set(props.get("clauses", "").split()):
+        self.clause_tests[c]["tests"] += 1
+        self.clause_tests[c]["passed"] += status == "pass"
+
+  def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not self.rows: return
+    tr = terminalreporter
+    tr.write_sep("=", f"conformance summary ({self.impl} on {self.backend})")
+    per_prop: dict[str, dict[str, Any]] = defaultdict(lambda: {"pass": 0, "fail": 0, "xfail": 0, "skip": 0,
+                                                               "worst_ulps": 0.0})
+    for row in self.rows.values():
+      p = per_prop[row["property"]]
+      for k in ("pass", "fail", "xfail", "skip"): p[k] += row[k]
+      p["worst_ulps"] = None if row["worst_ulps"] is None or p["worst_ulps"] is None else max(p["worst_ulps"],
+                                                                                          row["worst_ulps"])
+    tr.write_line(f"{'property':<28}{'pass':>7}{'fail':>7}{'xfail':>7}{'skip':>7}{'worst ULPs':>14}")
+    for name in sorted(per_prop):
+      p = per_prop[name]
+      worst = "inf" if p["worst_ulps"] is None else f"{p['worst_ulps']:.3g}"
+      tr.write_line(f"{name[:27]:<28}{p['pass']:>7}{p['fail']:>7}{p['xfail']:>7}{p['skip']:>7}{worst:>14}")
+    if self.dir: tr.write_line(f"reports: {self.dir}/conformance.json, junit.xml, coverage.md")
+
+  def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    if self.dir is None or hasattr(session.config, "workerinput"): return
+    self.dir.mkdir(parents=True, exist_ok=True)
+    results = sorted(self.rows.values(), key=lambda r: (r["property"], r["op"], r["dtype"]))
+    (self.dir / "conformance.json").write_text(json.dumps({
+      "backend": self.backend, "impl": self.impl, "histogram_bins": list(BIN_NAMES), "results": results,
+      "clauses": {c: {self.backend: v} for c, v in sorted(self.clause_tests.items())}}, indent=1))
+    (self.dir / "coverage.md").write_text(coverage_markdown({c: {self.backend: v}
+                                                             for c, v in self.clause_tests.items()}))
+
+
+def _crash_text(report: pytest.TestReport) -> str:
+  """The failure text of a test that recorded no outcome (the assertion message of an edge-table row, a crash)."""
+  crash = getattr(report.longrepr, "reprcrash", None)
+  return crash.message if crash is not None else str(report.longrepr)[-2000:]
+
+
+def coverage_markdown(by_clause: dict[str, dict[str, dict[str, int]]], chapters=COVERAGE_CHAPTERS) -> str:
+  """The clause-coverage table: each clause of the chapters -> number of tests citing it -> backends where they all
+  passed; then the clauses no test cites. A test cites a clause through its `clauses` marker; a clause with no test
+  of its own but a cited parent (OP.CDIV for OP.CDIV.zero) is listed as covered through that parent."""
+  lines = ["# Clause coverage of the conformance suite", "",
+           "Tests citing each clause (`clauses` marker) and the backends on which all of them passed.", ""]
+  missing = []
+  for chapter in chapters:
+    defined = spec_clauses(SPEC / chapter)
+    lines += [f"## spec/{chapter}", "", "| clause | tests | backends passing |", "|---|---|---|"]
+    for c in defined:
+      runs = by_clause.get(c, {})
+      tests = max((v["tests"] for v in runs.values()), default=0)   # the same tests run on each backend
+      passing = ", ".join(sorted(b for b, v in runs.items() if v["tests"] and v["passed"] == v["tests"]))
+      via = "" if tests else _cited_parent(c, by_clause)
+      if not tests and not via: missing.append(c)
+      lines.append(f"| `{c}` | {tests if tests else (f'0 (via `{via}`)' if via else '**0**')} | {passing or '-'} |")
+    lines.append("")
+  lines += [f"## Clauses with no test ({len(missing)})", ""] + [f"- `{c}`" for c in missing] + [""]
+  return "\n".join(lines)
+
+
+def _cited_parent(clause: str, by_clause: dict[str, Any]) -> str:
+  parts = clause.split(".")
+  for k in range(len(parts) - 1, 1, -1):
+    parent = ".".join(parts[:k])
+    if any(v["tests"] for v in by_clause.get(parent, {}).values()): return parent
+  return ""
