@@ -388,16 +388,20 @@ class CStyleLanguage(Renderer):
     return k.need(name, f"{self.helper_prefix}{t} {name}({t} a, {t} b) {{ return a != a || b != b ? a + b : "
                   f"a == b ? (signbit(a) ? b : a) : a > b ? a : b; }}")
 
+  f2i_arg = ("double", "")   # the argument type of the float->int helpers and its literal suffix
+
   def _f2i(self, k: _Kernel, dt: DType) -> str:
     """OP.CAST.truncate, OP.CAST.saturate, OP.CAST.nan: NaN -> 0, out of range -> the nearest end, else C's
-    truncating conversion (defined there). Every float value converts to double exactly."""
+    truncating conversion (defined there). Every float value converts to double exactly; a language without double
+    takes float (`f2i_arg`), where the bounds 2^(bits-1) and 2^bits are exact too."""
     t, s = self.value_type(dt), SHORT_NAMES[dt]
+    arg, f = self.f2i_arg
     lo, hi = self.render_const(dtypes.min(dt), dt), self.render_const(dtypes.max(dt), dt)
     if dtypes.is_unsigned(dt):
-      body = f"return x != x || x <= 0.0 ? 0 : x >= 0x1p{dt.bits} ? {hi} : ({t})x;"
+      body = f"return x != x || x <= 0.0{f} ? 0 : x >= 0x1p{dt.bits}{f} ? {hi} : ({t})x;"
     else:
-      body = f"return x != x ? 0 : x <= -0x1p{dt.bits - 1} ? {lo} : x >= 0x1p{dt.bits - 1} ? {hi} : ({t})x;"
-    return k.need(f"f2i_{s}", f"{self.helper_prefix}{t} f2i_{s}(double x) {{ {body} }}")
+      body = f"return x != x ? 0 : x <= -0x1p{dt.bits - 1}{f} ? {lo} : x >= 0x1p{dt.bits - 1}{f} ? {hi} : ({t})x;"
+    return k.need(f"f2i_{s}", f"{self.helper_prefix}{t} f2i_{s}({arg} x) {{ {body} }}")
 
   def _f64_to_f32_odd(self, k: _Kernel) -> str:
     """double -> float rounded to odd (truncate, then set the last bit if inexact): a later rounding to a format

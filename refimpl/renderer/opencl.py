@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from refimpl.dtype import DType, dtypes
 from refimpl.helpers import SpecError
-from refimpl.renderer.cstyle import HALF_TYPES, SHORT_NAMES, _Kernel
+from refimpl.renderer.cstyle import HALF_TYPES, _Kernel
 from refimpl.renderer.gpu import GPULanguage
 
 _TYPEDEFS = """typedef char int8_t; typedef uchar uint8_t; typedef short int16_t; typedef ushort uint16_t;
@@ -37,6 +37,7 @@ class OpenCLRenderer(GPULanguage):
 
   def __init__(self, fp16: bool = False, fp64: bool = True):
     self.fp16, self.fp64 = fp16, fp64
+    if not fp64: self.f2i_arg = ("float", "f")   # OP.CAST.saturate without double (DEV.CL.fp64)
     self.preamble = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if fp64 else "") + _TYPEDEFS
 
   def storage_type(self, dt: DType) -> str:
@@ -45,17 +46,6 @@ class OpenCLRenderer(GPULanguage):
 
   def group_id(self, d: int) -> str: return f"(int)get_group_id({d})"
   def local_id(self, d: int) -> str: return f"(int)get_local_id({d})"
-
-  def _f2i(self, k: _Kernel, dt: DType) -> str:
-    """OP.CAST.saturate without double (DEV.CL.fp64): the float32 bounds 2^(bits-1) and 2^bits are exact."""
-    if self.fp64: return super()._f2i(k, dt)
-    t, s = self.value_type(dt), SHORT_NAMES[dt]
-    lo, hi = self.render_const(dtypes.min(dt), dt), self.render_const(dtypes.max(dt), dt)
-    if dtypes.is_unsigned(dt):
-      body = f"return x != x || x <= 0.0f ? 0 : x >= 0x1p{dt.bits}f ? {hi} : ({t})x;"
-    else:
-      body = f"return x != x ? 0 : x <= -0x1p{dt.bits - 1}f ? {lo} : x >= 0x1p{dt.bits - 1}f ? {hi} : ({t})x;"
-    return k.need(f"f2i_{s}", f"{self.helper_prefix}{t} f2i_{s}(float x) {{ {body} }}")
 
   def cast(self, k: _Kernel, src: DType, dst: DType, x: str) -> str:
     """DEV.CL.fp64: 32- and 64-bit integers to a 16-bit float without double: rounded to odd at float32's 24 bits,

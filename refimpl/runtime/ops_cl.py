@@ -11,6 +11,7 @@ import numpy as np
 
 from refimpl.device import Backend, Buffer, LinearProgram
 from refimpl.dtype import DType, dtypes
+from refimpl.runtime import compile_error
 from refimpl.helpers import SpecError, getenv
 from refimpl.renderer.cstyle import kernel_name
 from refimpl.runtime.launch import Limits, check_launch
@@ -89,8 +90,7 @@ class CLBackend(Backend):
         # DEV.CL.flags: no -cl-fast-relaxed-math, no -cl-mad-enable, denormals kept (EXEC.FLOAT.*)
         built = self.cl.Program(self.context, src).build(options=["-cl-fp32-correctly-rounded-divide-sqrt"])
       except self.cl.RuntimeError as e:
-        numbered = "\n".join(f"{i + 1:4d} | {s}" for i, s in enumerate(src.splitlines()))
-        raise SpecError("DEV.COMPILE", f"OpenCL could not build {program.name}:\n{e}\n{numbered}") from None
+        raise compile_error("OpenCL", program.name, src, str(e), r"\.cl:(\d+):\d+:") from None
       self._cache[program] = CLProgram(program, src, getattr(built, kernel_name(program)))
     return self._cache[program]
 

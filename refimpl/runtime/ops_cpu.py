@@ -7,7 +7,6 @@ import ctypes
 import hashlib
 import math
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -19,6 +18,7 @@ import numpy as np
 
 from refimpl.device import Backend, Buffer, LinearProgram
 from refimpl.dtype import DType, dtypes
+from refimpl.runtime import compile_error
 from refimpl.helpers import SpecError, getenv
 from refimpl.renderer.cstyle import CRenderer, kernel_name
 from refimpl.runtime.launch import Limits, check_launch
@@ -191,15 +191,7 @@ class CPUBackend(Backend):
     for f in futures: f.result()
 
 
-def _compile_error(cc: str, name: str, src: str, rc: int, log: str, around: int = 3) -> SpecError:
-  """DEV.CPU.compile-error: the compiler's whole log and the numbered source lines around the first error; the whole
-  source is the error's `source` attribute."""
-  lines = src.splitlines()
-  m = re.search(r"\.c:(\d+):(?:\d+:)? *(?:fatal )?error", log) or re.search(r"\.c:(\d+):", log)
-  first = int(m.group(1)) if m else 1
-  lo, hi = max(1, first - around), min(len(lines), first + around)
-  excerpt = "\n".join(f"{'>' if i == first else ' '}{i:5d} | {lines[i - 1]}" for i in range(lo, hi + 1))
-  err = SpecError("DEV.COMPILE", f"{cc} could not compile {name} (exit status {rc}):\n{log.rstrip()}\n"
-                                 f"source lines {lo}-{hi}:\n{excerpt}")
-  err.source = src   # type: ignore[attr-defined]
-  return err
+def _compile_error(cc: str, name: str, src: str, rc: int, log: str) -> SpecError:
+  """DEV.CPU.compile-error: gcc/clang name the line as `file.c:LINE:COL: error`."""
+  return compile_error(f"{cc} (exit status {rc})", name, src, log,
+                       r"\.c:(\d+):(?:\d+:)? *(?:fatal )?error|\.c:(\d+):")

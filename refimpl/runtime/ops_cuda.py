@@ -13,6 +13,7 @@ import numpy as np
 
 from refimpl.device import Backend, Buffer, LinearProgram
 from refimpl.dtype import DType, dtypes
+from refimpl.runtime import compile_error
 from refimpl.helpers import SpecError, getenv
 from refimpl.renderer.cstyle import kernel_name
 from refimpl.runtime.launch import Limits, check_launch
@@ -58,23 +59,13 @@ def nvrtc_compile(src: str, name: str, arch: str = "compute_75", cubin: bool = F
   log = log_buf.rstrip(b"\0").decode(errors="replace")
   if int(err) != 0:
     nvrtc.nvrtcDestroyProgram(prog)
-    raise SpecError("DEV.COMPILE", f"NVRTC could not compile {name}:\n{log.strip()}\n{_source_excerpt(src, log)}")
+    raise compile_error("NVRTC", name, src, log, r"\((\d+)\):")
   get_size, get = ((nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN) if cubin else
                    (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX))
   out = bytearray(_check(get_size(prog), "nvrtc size"))
   _check(get(prog, out), "nvrtc get")
   nvrtc.nvrtcDestroyProgram(prog)
   return bytes(out)
-
-
-def _source_excerpt(src: str, log: str, around: int = 3) -> str:
-  """The numbered source lines around the first `(line):` the compiler log names."""
-  import re
-  m = re.search(r"\((\d+)\):", log)
-  lines = src.splitlines()
-  if m is None: return "\n".join(f"{i + 1:4d} | {s}" for i, s in enumerate(lines[:20]))
-  n = int(m.group(1))
-  return "\n".join(f"{i + 1:4d} | {lines[i]}" for i in range(max(0, n - 1 - around), min(len(lines), n + around)))
 
 
 @dataclass
