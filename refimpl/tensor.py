@@ -816,16 +816,27 @@ class Tensor(metaclass=_TensorType):
     return q, r, fix
 
   def __floordiv__(self, y) -> Tensor:
-    """Floor division (torch's `//`). Integers: CDIV corrected by one where the signs call for it. Floats:
-    floor(x / y) with a rounded FDIV, which can differ from torch (it divides the exact fmod) when the rounded
-    quotient lands on an integer."""
+    """Floor division (torch's `//`). Integers: CDIV corrected by one where the signs call for it. Floats: the floor
+    of the exact quotient: floor(x / y), less one where the rounded quotient landed on or past an integer the exact
+    one does not reach (the residual x - q*y, from one MULACC, then has the wrong sign). Exact while |x / y| < 2**p;
+    beyond that every float is an integer and the result is the rounded quotient (ACC.RANGE)."""
     x, y = self._broadcasted(y)
     return x._floordiv(y)
   def __rfloordiv__(self, y) -> Tensor: x, y = self._broadcasted(y, True); return x._floordiv(y)
 
+  def _float_floor_quotient(self, y: Tensor) -> tuple[Tensor, Tensor]:
+    """floor(x / y) for floats and the residual x - floor(x / y) * y rounded once. Rounding x / y can only move it up
+    to the next integer (rounding is monotone), so floor(FDIV) is the floor or one more; MULACC(-q, y, x) is the
+    exact residual rounded once, and a nonzero residual whose sign differs from y's says it is one more. A NaN
+    residual (0 * inf) corrects nothing."""
+    q = self._alu(Ops.FDIV, y).floor()
+    r = (-q)._alu(Ops.MULACC, y, self)
+    over = ((r < 0) & (y > 0)) | ((r > 0) & (y < 0))
+    return over.where(q - 1, q), over.where(r + y, r)
+
   def _floordiv(self, y: Tensor) -> Tensor:
     if dtypes.is_float(self.dtype):
-      q = self._alu(Ops.FDIV, y).floor()
+      q, _ = self._float_floor_quotient(y)
       # torch (and Python): a finite x over an infinite y of the other sign is -1, an infinite x gives NaN
       finite = (self - self) == 0
       q = (y.isinf() & (self != 0) & ((self < 0) != (y < 0))).where(-1.0, q)
@@ -837,18 +848,17 @@ class Tensor(metaclass=_TensorType):
 
   def __mod__(self, y) -> Tensor:
     """Remainder with the sign of the divisor (torch's `%`, Python's). Integers: CMOD plus the divisor where the
-    signs differ. Floats: x - floor(x / y) * y, then forced into the divisor's sign range; this can differ from
-    torch's exact fmod-based result by rounding when |x / y| is large."""
+    signs differ. Floats: x - floor(x / y) * y rounded once (a MULACC with the exact floor), so it is exact where
+    torch's fmod-based result is, and a zero takes x's sign as torch's does. Where |x / y| >= 2**p the floor is not
+    exact and neither is the remainder (ACC.MOD)."""
     x, y = self._broadcasted(y)
     return x._mod(y)
   def __rmod__(self, y) -> Tensor: x, y = self._broadcasted(y, True); return x._mod(y)
 
   def _mod(self, y: Tensor) -> Tensor:
     if dtypes.is_float(self.dtype):
-      r = self - self._alu(Ops.FDIV, y).floor() * y
-      # rounding can leave r on the wrong side of 0; fold it back by adding y, as torch and Python do with fmod's
-      # remainder. That sum may round to y itself (-1.0 % 2**30 in float32): it is kept, as theirs is, not made 0.
-      r = ((r != 0) & ((r < 0) != (y < 0))).where(r + y, r)
+      _, r = self._float_floor_quotient(y)
+      r = (r == 0).where(self * 0, r)
       # torch (and Python): a finite x modulo an infinite y is x when the signs agree (or x is 0), else y
       finite = (self - self) == 0
       keep = (self == 0) | ((self < 0) == (y < 0))

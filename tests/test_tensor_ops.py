@@ -4,6 +4,7 @@ negative divisors; exact comparison for ints, comparisons and movement, rtol 1e-
 dtypes must equal torch's except where spec/dtypes.md says they differ (DT.SCALAR-PROMOTE.torch, DT.SUM)."""
 import math
 import zlib
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -244,6 +245,40 @@ def test_float_floordiv_mod_special_values():
   (ta, ra), (tb, rb) = both(a), both(b)
   check(ta // tb, ra // rb)
   check(ta % tb, ra % rb)
+
+
+def _nearest(v: Fraction, npdt) -> float:
+  """The value of dtype npdt nearest to the rational v, ties to even (OP.ROUND), without rounding twice."""
+  c = npdt(float(v))
+  cands = [c, np.nextafter(c, npdt(np.inf)), np.nextafter(c, npdt(-np.inf))]
+  odd = lambda f: int(np.array(f).view(f"u{np.dtype(npdt).itemsize}") & 1)   # noqa: E731
+  return min(cands, key=lambda f: (abs(Fraction(float(f)) - v), odd(f)))
+
+
+@pytest.mark.parametrize("npdt,p", [(np.float64, 53), (np.float32, 24), (np.float16, 11)])
+def test_float_floordiv_mod_exact_floor(npdt, p):
+  """x // y is floor of the exact quotient (ACC.EXACT) and x % y is x - floor(x / y) * y rounded once, where
+  |x / y| < 2**p (ACC.RANGE): 1.5 / 0.1 rounds to 15.0, but 0.1 is above 1/10, so the floor is 14; 5e-324 / -2
+  rounds to -0.0, the floor is -1. The oracle is exact rational arithmetic: torch's own float32 // is off by one
+  for some quotients above 2**22 (265.68524 // -4.889147e-05 is -5434184, torch float32 says -5434185)."""
+  tiny = float(np.finfo(npdt).smallest_subnormal)
+  a = np.array([1.5, 1.5, 0.3, -0.3, tiny, -tiny, 4.0, -4.0, 1.0, 0.7], npdt)
+  b = np.array([0.1, -0.1, 0.1, 0.1, -2.0, 2.0, -2.0, 2.0, 0.1, 0.1], npdt)
+  r = np.random.default_rng(5)
+  ra = (r.standard_normal(1500) * 10.0 ** r.integers(-3, 4, 1500)).astype(npdt)
+  rb = (r.standard_normal(1500) * 10.0 ** r.integers(-3, 4, 1500)).astype(npdt)
+  a, b = np.concatenate([a, ra]), np.concatenate([b, rb])
+  with np.errstate(all="ignore"): keep = (b != 0) & (np.abs(a.astype(np.float64) / b) < 2.0 ** p)
+  a, b = a[keep], b[keep]
+  got_q, got_r = (Tensor(a) // Tensor(b)).numpy(), (Tensor(a) % Tensor(b)).numpy()
+  for x, y, q, m in zip(a.tolist(), b.tolist(), got_q.tolist(), got_r.tolist()):
+    want_q = math.floor(Fraction(x) / Fraction(y))
+    want_r = _nearest(Fraction(x) - want_q * Fraction(y), npdt)
+    assert q == want_q and m == want_r, f"{x!r} // {y!r}: got {q!r}, {m!r}; want {want_q}, {want_r!r}"
+  # a zero quotient and a zero remainder carry torch's signs: copysign(0, x / y) and x's
+  want = torch.div(torch.tensor(a), torch.tensor(b), rounding_mode="floor").numpy()
+  np.testing.assert_array_equal(np.signbit(got_q[got_q == 0]), np.signbit(want[got_q == 0]))
+  np.testing.assert_array_equal(np.signbit(got_r[got_r == 0]), np.signbit(a[got_r == 0]))
 
 
 def test_pow():

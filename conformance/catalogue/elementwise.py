@@ -58,18 +58,21 @@ _SIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2
          "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
 
 
+_SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
 def _floordiv_defined(case) -> np.ndarray:
-  """Where torch's float `//` is the reference: refimpl floors the rounded quotient (Tensor.__floordiv__), torch the
-  exact one, so they differ where rounding carries x / y onto an integer; integers: wherever the divisor is nonzero
-  (torch raises on x // 0)."""
+  """Where torch's `//` and `%` are the reference (ACC.RANGE): floats where |x / y| < 2**p, the range in which the
+  floor of the exact quotient is a float of the dtype and both refimpl (floor of the rounded quotient, corrected by
+  the sign of an exact residual) and torch (through the exact fmod) find it; beyond it every float is an integer and
+  the two round the quotient differently. Special operands (infinities, NaN, a zero divisor) always count. Integers:
+  wherever the divisor is nonzero (torch raises on x // 0)."""
   x, y = np.broadcast_arrays(*case.inputs)
   if case.dtypes[0] not in FLOATS: return y != 0
-  with np.errstate(all="ignore"):
-    q = x.astype(np.float64) / y.astype(np.float64)
-    rounding_agrees = ~np.isfinite(q) | (np.floor(round_to(q, case.dtypes[0])) == np.floor(q))
-  # a quotient that overflows although x and y are finite: torch's float64 formula itself breaks down (NaN)
-  overflow = np.isinf(q) & np.isfinite(x) & np.isfinite(y) & (y != 0)
-  return rounding_agrees & ~overflow
+  x64, y64 = x.astype(np.float64), y.astype(np.float64)
+  with np.errstate(all="ignore"): q = x64 / y64
+  special = ~np.isfinite(x64) | ~np.isfinite(y64) | (y64 == 0)
+  return special | (np.abs(q) < 2.0 ** _SIGNIFICAND_BITS[case.dtypes[0]])
 
 
 def _pow_grad_range(case) -> bool:
