@@ -171,7 +171,7 @@ class Verdict:
   bad: np.ndarray
   ulps: np.ndarray
   why: str = ""
-  used: float = 0.0   # the largest |error| / bound among bounded elements: how much of the bound the result needs
+  used: float = 0.0   # CONF.REPORT.fraction: the largest |error| / bound among compared elements (0 exact, > 1 broken)
 
   @property
   def worst_ulps(self) -> float:
@@ -197,25 +197,35 @@ def check(got: np.ndarray, ref: np.ndarray, dtype: str, rule: Bound, n: float | 
   mask = np.ones(ref.shape, bool) if where is None else np.broadcast_to(where, ref.shape)
   if dtype not in _FLOATS:
     bad = (got != ref) & mask
-    return Verdict(not bad.any(), bad, bad.astype(np.float64), _describe(got, ref, bad, None))
+    return Verdict(not bad.any(), bad, bad.astype(np.float64), _describe(got, ref, bad, None), _worst(~bad, 0.0, mask))
   with np.errstate(invalid="ignore"):
     got, ref = got.astype(np.float64), ref.astype(np.float64)
   ulps = ulp_distance(got, ref, dtype)
-  if rule.exact: ok = _same_bits(got, ref, rule.signed_zero)
+  if rule.exact:
+    ok = _same_bits(got, ref, rule.signed_zero)
+    frac = 0.0
   else:
     limit = rule.evaluate(ulp=ulp(ref, dtype), eps=eps(dtype), n=n, S=np.nan_to_num(S, nan=0.0),
                           x=np.nan_to_num(x, nan=0.0))
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
       err = np.abs(got - ref)
       close = err <= limit
-      frac = np.where(err == 0, 0.0, err / limit)
+      frac = np.where(err == 0, 0.0, err / limit)   # err > 0 under a zero bound: inf
     special = np.isnan(ref) | np.isinf(ref) | np.isnan(got) | np.isinf(got)
     ok = np.where(special, _same_bits(got, ref), close)
-    frac = frac[~special & mask & np.isfinite(frac)]
-    used = float(frac.max()) if frac.size else 0.0
+    frac = np.where(special, 0.0, frac)   # a special value is equal (0) or broken (inf, set by _worst)
   bad = ~ok & mask
-  return Verdict(not bad.any(), bad, np.where(mask, ulps, 0.0), _describe(got, ref, bad, rule),
-                 used if not rule.exact else 0.0)
+  return Verdict(not bad.any(), bad, np.where(mask, ulps, 0.0), _describe(got, ref, bad, rule), _worst(ok, frac, mask))
+
+
+def _worst(ok: np.ndarray, frac: np.ndarray | float, mask: np.ndarray) -> float:
+  """CONF.REPORT.fraction: the largest |error| / bound over the compared elements. An element that breaks the
+  contract counts at least as inf where no finite fraction says by how much (an exact comparison, a special value
+  that differs, a NaN bound), so a failing verdict never reports a fraction of 1 or less."""
+  with np.errstate(invalid="ignore"):
+    frac = np.where(ok, frac, np.where(np.asarray(frac) > 1, frac, np.inf))
+  frac = np.broadcast_to(frac, mask.shape)[mask]
+  return float(frac.max()) if frac.size else 0.0
 
 
 def _describe(got: np.ndarray, ref: np.ndarray, bad: np.ndarray, rule: Bound | None) -> str:

@@ -34,8 +34,9 @@ FD_RTOL = 2.0 ** -20      # ACC.GRAD.fd: relative tolerance on <g, J v>
 
 @dataclass
 class Outcome:
-  """The result of one property on one example: ok, the clauses it checked, the worst error in ULPs, and for a
-  failure a message that ends with a reproduction."""
+  """The result of one property on one example: ok, the clauses it checked, the worst error in ULPs, for a failure a
+  message that ends with a reproduction, and in `details["used"]` the largest |error| / bound of its bounded
+  comparisons (CONF.REPORT.fraction)."""
   ok: bool
   clauses: tuple[str, ...] = ()
   worst_ulps: float = 0.0
@@ -131,9 +132,11 @@ def adapter_prelude(adapter: Adapter) -> list[str]:
   return ["from refimpl import Tensor, Device, dtypes", f"Device.DEFAULT = {adapter.backend!r}"]
 
 
-def _fail(op: Op, clauses: tuple[str, ...], why: str, adapter: Adapter, case: Case, extra: str = "") -> Outcome:
+def _fail(op: Op, clauses: tuple[str, ...], why: str, adapter: Adapter, case: Case, extra: str = "",
+          used: float = float("inf")) -> Outcome:
+  """A failing outcome; `used` is the broken comparison's |error| / bound (CONF.REPORT.fraction), inf for a crash."""
   msg = f"{op.name} [{', '.join(clauses)}]: {why}\n--- reproduction ---\n{reproduction(adapter, op, case, extra)}"
-  return Outcome(False, clauses, float("inf"), msg)
+  return Outcome(False, clauses, float("inf"), msg, details={"used": used})
 
 
 # ---------------------------------------------------------------------------------------------------- scales
@@ -212,7 +215,7 @@ def forward(adapter: Adapter, op: Op, case: Case, dtype: str) -> Outcome:
       S = _forward_scale(op, case, i, ref.shape) if rule.uses("S") else 0.0
       v = A.check(g, ref, dt, rule, n=op.length(case), S=S, x=_magnitude(op, case, ref.shape), where=mask)
       worst, used = max(worst, v.worst_ulps), max(used, v.used)
-      if not v.ok: return _fail(op, (*clauses, rule.clause), f"output {i}: {v.why}", adapter, case)
+      if not v.ok: return _fail(op, (*clauses, rule.clause), f"output {i}: {v.why}", adapter, case, used=v.used)
     if spec is not None and i == 0:
       want = np.asarray(spec)
       if g.shape != want.shape: return _fail(op, clauses, f"shape {g.shape}, the spec gives {want.shape}", adapter,
@@ -335,7 +338,8 @@ def vjp(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) -> Outcome:
     v = A.check(g, ref, dt, rule, n=n, S=S, x=_vjp_magnitude(op, case, i, cotangents))
     worst, used = max(worst, v.worst_ulps), max(used, v.used)
     if not v.ok:
-      return _fail(op, (*clauses, rule.clause), f"gradient of {op.domain.inputs[i]}: {v.why}", adapter, case, extra)
+      return _fail(op, (*clauses, rule.clause), f"gradient of {op.domain.inputs[i]}: {v.why}", adapter, case, extra,
+                   used=v.used)
   return Outcome(True, clauses, worst, details={"used": used})
 
 
@@ -389,7 +393,7 @@ def finite_differences(adapter: Adapter, op: Op, case: Case, seed: int) -> Outco
   if not np.isfinite(fd) or not np.isfinite(an) or abs(fd - an) > tol:
     return _fail(op, clauses, f"finite differences give {fd!r}, the gradient gives {an!r} (tolerance {tol:.3g}, "
                  f"h = {h:.3g})", adapter, case)
-  return Outcome(True, clauses)
+  return Outcome(True, clauses, details={"used": abs(fd - an) / tol if fd != an else 0.0})
 
 
 def second_order(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) -> Outcome:
@@ -420,7 +424,8 @@ def second_order(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) ->
     S = _abs_jacobian_scale(lambda *a, k=k: w(*a)[k], args, g.shape) if rule.uses("S") else 0.0
     v = A.check(g, want[k], "float64", rule, n=max(a.size for a in case.inputs), S=S)
     used = max(used, v.used)
-    if not v.ok: return _fail(op, (*clauses, rule.clause), f"second derivative of {n}: {v.why}", adapter, case)
+    if not v.ok:
+      return _fail(op, (*clauses, rule.clause), f"second derivative of {n}: {v.why}", adapter, case, used=v.used)
   return Outcome(True, clauses, details={"used": used})
 
 

@@ -1,7 +1,16 @@
-"""Reports of a conformance run (`--report-dir DIR`): DIR/conformance.json (per op, dtype and property: counts, worst
-error in ULPs, a histogram of ULP errors, clause IDs and each failure's reproduction), DIR/junit.xml (pytest's own
-writer) and DIR/coverage.md (clause -> tests -> backends passing, over spec/ops.md, spec/gradients.md and
-spec/accuracy.md); and a summary table at the end of the terminal output, with or without --report-dir.
+"""Reports of a conformance run (`--report-dir DIR`): DIR/conformance.json (the backend and implementation, and per
+op, dtype and property: counts, worst error in ULPs and as a fraction of its bound, a histogram of ULP errors, clause
+IDs and each failure's reproduction), DIR/junit.xml (pytest's own writer) and DIR/coverage.md (clause -> tests ->
+backends passing and failing, over spec/ops.md, spec/gradients.md and spec/accuracy.md); and a summary table at the
+end of the terminal output, with or without --report-dir. `python -m conformance merge DIR1 DIR2 ... -o OUT` merges
+the conformance.json of several runs (one per backend or implementation) into OUT/conformance.json and one coverage
+table OUT/coverage.md (`merge_runs`, CONF.REPORT.merge).
+
+Two measures of error (CONF.REPORT.fraction): `worst_ulps` is the largest |got - ref| in ULPs of the reference, and
+`worst_fraction` the largest |got - ref| / bound over the bounded comparisons (conformance/accuracy.py `check`):
+0 is exact, 1 is at the bound, above 1 breaks it. The fraction is the one to read: bounds such as `n*eps*S` allow
+huge ULP distances when a sum cancels, so a large ULP count alone says nothing. Exact comparisons count 0 when equal
+and inf when not; in JSON an infinite value (a crash, a broken exact comparison, a NaN for a number) is null.
 
 How the numbers travel: a property test calls `note(outcome)` for each example (conformance/tests/params.py,
 `record`); the plugin collects those notes while the test runs and stores their summary in the test's
@@ -20,7 +29,8 @@ import pytest
 
 from conformance.spec_tables import clauses as spec_clauses
 
-__all__ = ["note", "ReportPlugin", "BINS", "histogram", "coverage_markdown", "COVERAGE_CHAPTERS"]
+__all__ = ["note", "ReportPlugin", "BINS", "histogram", "coverage_markdown", "COVERAGE_CHAPTERS", "summary_lines",
+           "merge_runs", "write_merged"]
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
 COVERAGE_CHAPTERS = ("ops.md", "gradients.md", "accuracy.md")
@@ -28,12 +38,18 @@ COVERAGE_CHAPTERS = ("ops.md", "gradients.md", "accuracy.md")
 BINS = (0.0, 0.5, 1.0, 4.0, 16.0, 256.0)
 BIN_NAMES = ("0", "<=0.5", "<=1", "<=4", "<=16", "<=256", ">256")
 _PROP_KEY = "conformance_outcomes"
-_notes: list[tuple[float, str, tuple[str, ...]]] | None = None   # the outcomes of the running test, or None
+# the outcomes of the running test as (ULPs, fraction of the bound, failure message, clauses), or None
+_notes: list[tuple[float, float, str, tuple[str, ...]]] | None = None
 
 
 def note(outcome) -> None:
-  """Record one example's outcome of the running test (a no-op outside a test run by the plugin)."""
-  if _notes is not None: _notes.append((outcome.worst_ulps, "" if outcome.ok else outcome.message, outcome.clauses))
+  """Record one example's outcome of the running test (a no-op outside a test run by the plugin). The fraction of
+  the bound is `outcome.details["used"]` (conformance.properties); an outcome without one compared nothing bounded
+  (0) or, failing, crashed (inf)."""
+  if _notes is None: return
+  fraction = outcome.details.get("used", 0.0 if outcome.ok else math.inf)
+  _notes.append((outcome.worst_ulps, fraction if not math.isnan(fraction) else math.inf,
+                 "" if outcome.ok else outcome.message, outcome.clauses))
 
 
 def histogram(ulps: list[float]) -> dict[str, int]:
@@ -47,6 +63,15 @@ def histogram(ulps: list[float]) -> dict[str, int]:
 
 def _finite(u: float) -> float | None:
   return u if math.isfinite(u) else None
+
+
+def _worse(a: float | None, b: float | None) -> float | None:
+  """The larger of two worst errors, None (infinite) winning."""
+  return None if a is None or b is None else max(a, b)
+
+
+def _fmt(u: float | None) -> str:
+  return "inf" if u is None else f"{u:.3g}"
 
 
 def _status(report: pytest.TestReport) -> str | None:
@@ -76,12 +101,13 @@ class ReportPlugin:
     try: return (yield)
     finally:
       notes, _notes = _notes, None
-      ulps = [u for u, _, _ in notes]
-      fails = [m for _, m, _ in notes if m]
+      ulps = [u for u, _, _, _ in notes]
+      fails = [m for _, _, m, _ in notes if m]
       item.user_properties.append((_PROP_KEY, json.dumps({
-        "examples": len(notes), "worst_ulps": _finite(max(ulps, default=0.0)), "histogram": histogram(ulps),
+        "examples": len(notes), "worst_ulps": _finite(max(ulps, default=0.0)),
+        "worst_fraction": _finite(max((f for _, f, _, _ in notes), default=0.0)), "histogram": histogram(ulps),
         "failure": fails[-1] if fails else None,   # hypothesis replays the shrunk example last
-        "clauses": sorted({c for _, _, cs in notes for c in cs})})))
+        "clauses": sorted({c for _, _, _, cs in notes for c in cs})})))
 
   # -- on the controller: aggregate
   def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -91,13 +117,15 @@ class ReportPlugin:
     name = report.nodeid.split("::")[-1]
     key = (props.get("op", name), props.get("dtype", ""), props.get("property", name.split("[")[0]))
     row = self.rows.setdefault(key, {"op": key[0], "dtype": key[1], "property": key[2], "pass": 0, "fail": 0,
-                                     "xfail": 0, "skip": 0, "examples": 0, "worst_ulps": 0.0,
+                                     "xfail": 0, "skip": 0, "examples": 0, "worst_ulps": 0.0, "worst_fraction": 0.0,
                                      "histogram": dict.fromkeys(BIN_NAMES, 0), "clauses": [], "failures": []})
     row[status] += 1
     summary = json.loads(props[_PROP_KEY]) if _PROP_KEY in props else {}
     row["examples"] += summary.get("examples", 0)
-    worst = summary.get("worst_ulps", 0.0)
-    row["worst_ulps"] = None if worst is None or row["worst_ulps"] is None else max(row["worst_ulps"], worst)
+    fraction = summary.get("worst_fraction", 0.0)
+    if status in ("fail", "xfail") and fraction is not None and fraction <= 1: fraction = None   # failed unmeasured
+    row["worst_ulps"] = _worse(row["worst_ulps"], summary.get("worst_ulps", 0.0))
+    row["worst_fraction"] = _worse(row["worst_fraction"], fraction)
     for b, n in summary.get("histogram", {}).items(): row["histogram"][b] += n
     clauses = sorted(set(row["clauses"]) | set(props.get("clauses", "").split()) | set(summary.get("clauses", [])))
     row["clauses"] = clauses
@@ -113,18 +141,7 @@ class ReportPlugin:
     if hasattr(config, "workerinput") or not self.rows: return
     tr = terminalreporter
     tr.write_sep("=", f"conformance summary ({self.impl} on {self.backend})")
-    per_prop: dict[str, dict[str, Any]] = defaultdict(lambda: {"pass": 0, "fail": 0, "xfail": 0, "skip": 0,
-                                                               "worst_ulps": 0.0})
-    for row in self.rows.values():
-      p = per_prop[row["property"]]
-      for k in ("pass", "fail", "xfail", "skip"): p[k] += row[k]
-      p["worst_ulps"] = None if row["worst_ulps"] is None or p["worst_ulps"] is None else max(p["worst_ulps"],
-                                                                                          row["worst_ulps"])
-    tr.write_line(f"{'property':<28}{'pass':>7}{'fail':>7}{'xfail':>7}{'skip':>7}{'worst ULPs':>14}")
-    for name in sorted(per_prop):
-      p = per_prop[name]
-      worst = "inf" if p["worst_ulps"] is None else f"{p['worst_ulps']:.3g}"
-      tr.write_line(f"{name[:27]:<28}{p['pass']:>7}{p['fail']:>7}{p['xfail']:>7}{p['skip']:>7}{worst:>14}")
+    for line in summary_lines(self.rows.values()): tr.write_line(line)
     if self.dir: tr.write_line(f"reports: {self.dir}/conformance.json, junit.xml, coverage.md")
 
   def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -135,7 +152,25 @@ class ReportPlugin:
       "backend": self.backend, "impl": self.impl, "histogram_bins": list(BIN_NAMES), "results": results,
       "clauses": {c: {self.backend: v} for c, v in sorted(self.clause_tests.items())}}, indent=1))
     (self.dir / "coverage.md").write_text(coverage_markdown({c: {self.backend: v}
-                                                             for c, v in self.clause_tests.items()}))
+                                                             for c, v in self.clause_tests.items()},
+                                                            runs=[f"{self.backend}: {self.impl}"]))
+
+
+def summary_lines(rows) -> list[str]:
+  """The terminal summary: per property, the test counts, the worst error as a fraction of its bound
+  (CONF.REPORT.fraction) and in ULPs, over the per-(op, dtype, property) rows of conformance.json."""
+  per_prop: dict[str, dict[str, Any]] = defaultdict(lambda: {"pass": 0, "fail": 0, "xfail": 0, "skip": 0,
+                                                             "worst_fraction": 0.0, "worst_ulps": 0.0})
+  for row in rows:
+    p = per_prop[row["property"]]
+    for k in ("pass", "fail", "xfail", "skip"): p[k] += row[k]
+    for k in ("worst_fraction", "worst_ulps"): p[k] = _worse(p[k], row.get(k, 0.0))
+  lines = [f"{'property':<28}{'pass':>7}{'fail':>7}{'xfail':>7}{'skip':>7}{'worst/bound':>13}{'worst ULPs':>12}"]
+  for name in sorted(per_prop):
+    p = per_prop[name]
+    lines.append(f"{name[:27]:<28}{p['pass']:>7}{p['fail']:>7}{p['xfail']:>7}{p['skip']:>7}"
+                 f"{_fmt(p['worst_fraction']):>13}{_fmt(p['worst_ulps']):>12}")
+  return lines
 
 
 def _crash_text(report: pytest.TestReport) -> str:
@@ -144,23 +179,32 @@ def _crash_text(report: pytest.TestReport) -> str:
   return crash.message if crash is not None else str(report.longrepr)[-2000:]
 
 
-def coverage_markdown(by_clause: dict[str, dict[str, dict[str, int]]], chapters=COVERAGE_CHAPTERS) -> str:
+def coverage_markdown(by_clause: dict[str, dict[str, dict[str, int]]], chapters=COVERAGE_CHAPTERS,
+                      runs: list[str] = ()) -> str:
   """The clause-coverage table: each clause of the chapters -> number of tests citing it -> backends where they all
-  passed; then the clauses no test cites. A test cites a clause through its `clauses` marker; a clause with no test
-  of its own but a cited parent (OP.CDIV for OP.CDIV.zero) is listed as covered through that parent."""
+  passed, and backends where some failed (with how many); then the clauses no test cites. `by_clause` maps clause ->
+  backend -> {"tests", "passed"}; `runs` lists the runs the table covers, one line each. A test cites a clause
+  through its `clauses` marker; a clause with no test of its own but a cited parent (OP.CDIV for OP.CDIV.zero) is
+  listed as covered through that parent."""
   lines = ["# Clause coverage of the conformance suite", "",
-           "Tests citing each clause (`clauses` marker) and the backends on which all of them passed.", ""]
+           "Tests citing each clause (`clauses` marker), the backends on which all of them passed, and those on "
+           "which some failed.", ""]
+  if runs: lines += ["Runs:", ""] + [f"- {r}" for r in runs] + [""]
   missing = []
   for chapter in chapters:
     defined = spec_clauses(SPEC / chapter)
-    lines += [f"## spec/{chapter}", "", "| clause | tests | backends passing |", "|---|---|---|"]
+    lines += [f"## spec/{chapter}", "", "| clause | tests | backends passing | backends failing |", "|---|---|---|---|"]
     for c in defined:
       runs = by_clause.get(c, {})
-      tests = max((v["tests"] for v in runs.values()), default=0)   # the same tests run on each backend
-      passing = ", ".join(sorted(b for b, v in runs.items() if v["tests"] and v["passed"] == v["tests"]))
+      tests = max((v["tests"] for v in runs.values()), default=0)   # mostly the same tests on each backend
+      passing = ", ".join(b + (f" ({v['tests']})" if v["tests"] != tests else "") for b, v in sorted(runs.items())
+                          if v["tests"] and v["passed"] == v["tests"])   # a count where a backend ran fewer tests
       via = "" if tests else _cited_parent(c, by_clause)
       if not tests and not via: missing.append(c)
-      lines.append(f"| `{c}` | {tests if tests else (f'0 (via `{via}`)' if via else '**0**')} | {passing or '-'} |")
+      failing = ", ".join(f"{b} ({v['tests'] - v['passed']} of {v['tests']} failed)" for b, v in sorted(runs.items())
+                          if v["passed"] < v["tests"])
+      lines.append(f"| `{c}` | {tests if tests else (f'0 (via `{via}`)' if via else '**0**')} | {passing or '-'} "
+                   f"| {failing or '-'} |")
     lines.append("")
   lines += [f"## Clauses with no test ({len(missing)})", ""] + [f"- `{c}`" for c in missing] + [""]
   return "\n".join(lines)
@@ -172,3 +216,45 @@ def _cited_parent(clause: str, by_clause: dict[str, Any]) -> str:
     parent = ".".join(parts[:k])
     if any(v["tests"] for v in by_clause.get(parent, {}).values()): return parent
   return ""
+
+
+# ---------------------------------------------------------------------------------------------------- merging runs
+
+def _impl_name(impl: str) -> str:
+  """'conformance.adapters.tinygrad:TinygradAdapter' -> 'tinygrad': the adapter class without its suffix."""
+  return (impl.rsplit(":", 1)[-1].removesuffix("Adapter") or impl).lower()
+
+
+def merge_runs(reports: list[dict[str, Any]], names: list[str] | None = None) -> dict[str, Any]:
+  """CONF.REPORT.merge: the conformance.json of several runs as one report. Each run is labelled by its backend, or
+  by `impl/backend` when the runs check more than one implementation; runs with the same label (shards of one run)
+  add up. The result has `runs` (label, backend, impl and `names[i]`, e.g. the run's directory), `results` (every
+  run's rows, each with its run's label) and `clauses` (clause -> label -> tests and passed)."""
+  for i, r in enumerate(reports):
+    if not {"backend", "impl", "results", "clauses"} <= set(r):
+      raise ValueError(f"{names[i] if names else f'run {i}'}: not a conformance report (it needs backend, impl, "
+                       "results and clauses)")
+  several = len({r["impl"] for r in reports}) > 1
+  runs, results, clauses = [], [], defaultdict(lambda: defaultdict(lambda: {"tests": 0, "passed": 0}))
+  for i, r in enumerate(reports):
+    label = f"{_impl_name(r['impl'])}/{r['backend']}" if several else r["backend"]
+    runs.append({"label": label, "backend": r["backend"], "impl": r["impl"], "source": names[i] if names else None})
+    results += [{**row, "run": label} for row in r["results"]]
+    for c, per_backend in r["clauses"].items():
+      for counts in per_backend.values():   # one entry, the run's own backend
+        clauses[c][label]["tests"] += counts["tests"]
+        clauses[c][label]["passed"] += counts["passed"]
+  return {"runs": runs, "histogram_bins": reports[0].get("histogram_bins", list(BIN_NAMES)) if reports else [],
+          "results": results, "clauses": {c: dict(sorted(v.items())) for c, v in sorted(clauses.items())}}
+
+
+def write_merged(dirs: list[str | Path], out: str | Path) -> dict[str, Any]:
+  """Read DIR/conformance.json of each run directory, write the merged OUT/conformance.json and OUT/coverage.md, and
+  return the merged report."""
+  merged = merge_runs([json.loads((Path(d) / "conformance.json").read_text()) for d in dirs], [str(d) for d in dirs])
+  out = Path(out)
+  out.mkdir(parents=True, exist_ok=True)
+  (out / "conformance.json").write_text(json.dumps(merged, indent=1))
+  runs = [f"{r['label']}: {r['impl']} ({r['source']})" for r in merged["runs"]]
+  (out / "coverage.md").write_text(coverage_markdown(merged["clauses"], runs=runs))
+  return merged

@@ -6,7 +6,6 @@ import numpy as np
 from hypothesis import strategies as st
 
 from conformance import strategies as S
-from conformance.accuracy import round_to
 from conformance.catalogue import oracles
 from conformance.catalogue.core import (ANY, FLOATS, NUMERIC, TORCH_INTS, Domain, Op, all_of, broadcasting,
                                         divisor_range, exp_limit, finite_inputs, fixed, promoted,
