@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from conformance.descriptive import DESCRIPTIVE
 from conformance.spec_tables import clauses as spec_clauses
 
 __all__ = ["note", "ReportPlugin", "BINS", "histogram", "coverage_markdown", "COVERAGE_CHAPTERS", "summary_lines",
@@ -185,12 +186,13 @@ def coverage_markdown(by_clause: dict[str, dict[str, dict[str, int]]], chapters=
   passed, and backends where some failed (with how many); then the clauses no test cites. `by_clause` maps clause ->
   backend -> {"tests", "passed"}; `runs` lists the runs the table covers, one line each. A test cites a clause
   through its `clauses` marker; a clause with no test of its own but a cited parent (OP.CDIV for OP.CDIV.zero) is
-  listed as covered through that parent."""
+  listed as covered through that parent, and an untested clause of conformance/descriptive.py as descriptive, with
+  its reason."""
   lines = ["# Clause coverage of the conformance suite", "",
            "Tests citing each clause (`clauses` marker), the backends on which all of them passed, and those on "
            "which some failed.", ""]
   if runs: lines += ["Runs:", ""] + [f"- {r}" for r in runs] + [""]
-  missing = []
+  missing, descriptive = [], []
   for chapter in chapters:
     defined = spec_clauses(SPEC / chapter)
     lines += [f"## spec/{chapter}", "", "| clause | tests | backends passing | backends failing |", "|---|---|---|---|"]
@@ -199,14 +201,19 @@ def coverage_markdown(by_clause: dict[str, dict[str, dict[str, int]]], chapters=
       tests = max((v["tests"] for v in runs.values()), default=0)   # mostly the same tests on each backend
       passing = ", ".join(b + (f" ({v['tests']})" if v["tests"] != tests else "") for b, v in sorted(runs.items())
                           if v["tests"] and v["passed"] == v["tests"])   # a count where a backend ran fewer tests
-      via = "" if tests else _cited_parent(c, by_clause)
-      if not tests and not via: missing.append(c)
+      why = "" if tests else DESCRIPTIVE.get(c, "")
+      via = "" if tests or why else _cited_parent(c, by_clause)
+      if why: descriptive.append(f"- `{c}`: {why}")
+      elif not tests and not via: missing.append(c)
       failing = ", ".join(f"{b} ({v['tests'] - v['passed']} of {v['tests']} failed)" for b, v in sorted(runs.items())
                           if v["passed"] < v["tests"])
-      lines.append(f"| `{c}` | {tests if tests else (f'0 (via `{via}`)' if via else '**0**')} | {passing or '-'} "
+      untested = f"0 (via `{via}`)" if via else "descriptive" if why else "**0**"
+      lines.append(f"| `{c}` | {tests or untested} | {passing or '-'} "
                    f"| {failing or '-'} |")
     lines.append("")
   lines += [f"## Clauses with no test ({len(missing)})", ""] + [f"- `{c}`" for c in missing] + [""]
+  lines += [f"## Descriptive clauses ({len(descriptive)})", "", "No conformance test can check these "
+            "(conformance/descriptive.py says why).", ""] + descriptive + [""]
   return "\n".join(lines)
 
 

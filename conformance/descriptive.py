@@ -1,0 +1,29 @@
+"""Clauses of the chapters in the coverage table (conformance/report.py) that no conformance test can check, each
+with the reason. coverage.md marks them `descriptive` instead of listing them as untested, and
+tests/test_conformance_coverage.py fails if a clause of spec/ops.md or spec/gradients.md has neither a conformance
+test citing it nor an entry here. Keep the list short: a clause whose behaviour an implementation can show through
+the adapter interface gets a test, not an entry."""
+from __future__ import annotations
+
+__all__ = ["DESCRIPTIVE"]
+
+_CHECKER = "a rule of how the suite measures errors (conformance/accuracy.py), applied by every forward and gradient " \
+           "test; it binds the checker, not the implementation"
+
+DESCRIPTIVE: dict[str, str] = {
+  "OP.VALUES.check": "a precondition of the executable spec (exec_alu rejects an operand outside its dtype): the "
+                     "adapter interface hands an implementation only values of their dtype, so no conformance test "
+                     "can present one; tests/test_semantics_floats.py and test_semantics_tables.py check exec_alu",
+  "GRAD.COPY": "no public Tensor method builds a COPY node (the Tensor API has no .to(device)), so no call "
+               "expression reaches the rule; tests/test_gradient.py checks it at the UOp level",
+  "ACC.MEASURE": "the heading of the measurement rules below",
+  "ACC.MEASURE.reference": _CHECKER + " (the torch float64 reference, rounded once: round_to)",
+  "ACC.MEASURE.ulp": _CHECKER + " (ulp, ulp_distance)",
+  "ACC.MEASURE.special": _CHECKER + " (check: NaN and infinities)",
+  "ACC.MEASURE.exact": _CHECKER + " (check: exact and equal bounds)",
+  "ACC.MEASURE.bound": _CHECKER + " (Bound.evaluate)",
+  "ACC.MEASURE.scale": _CHECKER + " (S, computed with torch autograd by conformance/properties.py)",
+  "ACC.RANGE": "the input domains the suite draws from (Domain.limit and Op.grad_domain in conformance/catalogue): a "
+               "rule of the sampling, applied by every property test",
+  "ACC.TABLE": "the heading of the bound tables; each row is a clause of its own, cited by the tests it bounds",
+}
