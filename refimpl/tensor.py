@@ -80,7 +80,10 @@ class Tensor(metaclass=_TensorType):
                requires_grad: bool | None = None):
     device = Device.canonicalize(device) if device is not None else Device.DEFAULT
     dtype = to_dtype(dtype) if dtype is not None else None
-    if isinstance(data, UOp): uop = data
+    if isinstance(data, UOp):
+      # GRAD.NOGRAD: a result computed under no_grad is a constant to backward(), even if a source requires gradients
+      uop = data if not Tensor.no_grad or requires_grad is not None or data.op is Ops.DETACH else \
+        UOp(Ops.DETACH, data.dtype, (data,))
     elif isinstance(data, (bool, int, float)):
       uop = UOp.const(dtype or dtypes.from_py(data), data, device)
     elif isinstance(data, (list, tuple, np.ndarray)) or np.isscalar(data):

@@ -308,6 +308,11 @@ def test_detach_no_grad_and_train():
   with Tensor.train():
     assert Tensor.training
   assert not Tensor.training
+  # a result computed under no_grad from a tensor that requires gradients is a constant to backward(): torch's 2x
+  y = Tensor([1.0, 2.0], requires_grad=True)
+  with Tensor.no_grad: z = y * 2
+  (z * y).sum().backward()
+  assert y.grad.tolist() == [2.0, 4.0]
 
 
 def test_equal_constant_leaves_get_their_own_gradients():
