@@ -14,8 +14,6 @@ DESCRIPTIVE: dict[str, str] = {
   "OP.VALUES.check": "a precondition of the executable spec (exec_alu rejects an operand outside its dtype): the "
                      "adapter interface hands an implementation only values of their dtype, so no conformance test "
                      "can present one; tests/test_semantics_floats.py and test_semantics_tables.py check exec_alu",
-  "GRAD.COPY": "no public Tensor method builds a COPY node (the Tensor API has no .to(device)), so no call "
-               "expression reaches the rule; tests/test_gradient.py checks it at the UOp level",
   "ACC.MEASURE": "the heading of the measurement rules below",
   "ACC.MEASURE.reference": _CHECKER + " (the torch float64 reference, rounded once: round_to)",
   "ACC.MEASURE.ulp": _CHECKER + " (ulp, ulp_distance)",

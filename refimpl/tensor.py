@@ -294,6 +294,24 @@ class Tensor(metaclass=_TensorType):
     # through its own graph if at all, and a realize of it would make identical lazy tensors share (alias) the buffer
     return Tensor.empty(*self.shape, dtype=self.dtype, device=self.device).uop
 
+  # ---- moving between devices (UOP.COPY) ----
+  def to(self, device: str | None) -> Tensor:
+    """This tensor's values on `device` (None: Device.DEFAULT), lazily (UOP.COPY.to): self when it is already there,
+    else a new tensor whose graph is COPY(self, DEVICE), which realize runs as a copy step (EXEC.SCHED.copy). It is
+    differentiable: the cotangent goes back to this tensor's device (GRAD.COPY)."""
+    device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+    if device == self.device: return self
+    return Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=device))))
+
+  def to_(self, device: str | None) -> Tensor:
+    """Move this tensor to `device` in place (UOP.COPY.to): its graph becomes the copy of `to`, its `.grad` (if any)
+    moves too; returns self."""
+    moved = self.to(device)
+    if moved is not self:
+      if self.grad is not None: self.grad = self.grad.to(device)
+      self.uop = moved.uop
+    return self
+
   # ---- creation ----
   @staticmethod
   def full(shape, value, dtype: DTypeLike | None = None, device: str | None = None,

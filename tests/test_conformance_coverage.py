@@ -68,8 +68,8 @@ def test_descriptive_entries_are_defined_untested_clauses(cited):
 
 
 def test_coverage_table_marks_descriptive_clauses():
-  md = coverage_markdown({}, chapters=("gradients.md",))
-  assert "| `GRAD.COPY` | descriptive |" in md
+  md = coverage_markdown({}, chapters=("ops.md",))
+  assert "| `OP.VALUES.check` | descriptive |" in md
   untested, descriptive = md.split("## Clauses with no test")[1].split("## Descriptive clauses")
-  assert "- `GRAD.COPY`" not in untested and "- `GRAD.ADD`" in untested
-  assert f"- `GRAD.COPY`: {DESCRIPTIVE['GRAD.COPY']}" in descriptive
+  assert "- `OP.VALUES.check`" not in untested and "- `OP.ADD`" in untested
+  assert f"- `OP.VALUES.check`: {DESCRIPTIVE['OP.VALUES.check']}" in descriptive

@@ -460,8 +460,8 @@ def _max_pair(rng):
 
 # every differentiable rule, with inputs away from its undefined points. Not here: GRAD.CAST (float64 has no wider
 # float; a round trip through a narrower one is a step function at the step size h), GRAD.DETACH and the cuts of
-# GRAD.NONDIFF.none (no derivative to compare: the function's change is deliberately not followed), GRAD.COPY (needs
-# a second device) and GRAD.ASSIGN (not a function of its target)
+# GRAD.NONDIFF.none (no derivative to compare: the function's change is deliberately not followed), GRAD.COPY
+# (it needs a second device: tests/test_copy.py) and GRAD.ASSIGN (not a function of its target)
 FD_CASES = [
   ("GRAD.ADD", lambda a, b: a + b, [_normal(3, 4), _normal(3, 4)]),
   ("GRAD.BROADCAST", lambda a, b: a * b, [_normal(3, 4), _normal(4)]),

@@ -66,6 +66,11 @@ class Adapter:
     """Evaluate a catalogue call expression with the input tensors and parameters bound to their names."""
     return eval(compiled(expr), {"__builtins__": __builtins__, **self.namespace()}, {**params, **inputs})  # noqa: S307
 
+  def other_device(self) -> str | None:
+    """A device other than this adapter's backend that tensors can be copied to with `t.to(name)` (UOP.COPY.to), or
+    None when the implementation has none (tests of copies are then skipped)."""
+    return None
+
   # ---- autograd ----
   def gradient(self, y: Any, xs: list[Any], cotangent: Any) -> list[Any]:
     """The vector-Jacobian product of y with respect to each of xs for the cotangent (a tensor shaped like y), as

@@ -44,6 +44,10 @@ class RefimplAdapter(Adapter):
   def is_tensor(self, v: Any) -> bool:
     return isinstance(v, Tensor)
 
+  def other_device(self) -> str:
+    """PYTHON is always there; from PYTHON itself, the CPU (it needs only a C compiler)."""
+    return "CPU" if self.backend == "PYTHON" else "PYTHON"
+
   def gradient(self, y: Tensor, xs: list[Tensor], cotangent: Tensor) -> list[Tensor]:
     return y.gradient(*xs, gradient=cotangent)
 

@@ -38,6 +38,9 @@ EXEMPT: dict[str, str] = {
   "__len__": "metadata (the size of axis 0)",
   "empty": "contents unspecified by definition (DEV.ALLOC): nothing to compare",
   "empty_like": "contents unspecified by definition (DEV.ALLOC): nothing to compare",
+  "to": "moves values between devices (UOP.COPY.to), not an op on them; conformance/tests/test_clauses_autograd.py "
+        "checks it and its gradient (GRAD.COPY), tests/test_copy.py the values of every dtype",
+  "to_": "moves a tensor between devices in place, as to does (UOP.COPY.to)",
   "manual_seed": "seeds the random generator: not an op",
   "rand": "random values differ from torch's by design (own counter-based generator); tests/test_tensor_ops.py "
           "checks ranges and determinism",

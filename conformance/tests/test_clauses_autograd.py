@@ -396,3 +396,28 @@ def test_binary_crossentropy_special_points(adapter):
   got, want = _np(adapter, dx), np.array([0.25, -math.exp(-100)])
   assert np.isfinite(got).all() and (np.abs(got - want) <= 2.0 ** -23).all(), \
     f"GRAD.T.binary_crossentropy_logits: dx at [0, 100] is {got.tolist()}, sigmoid(x) - Y is {want.tolist()}"
+
+
+# ---------------------------------------------------------------------------------------------------- devices
+
+@pytest.mark.clauses("GRAD.COPY")
+def test_copy_sends_the_cotangent_back(adapter):
+  """GRAD.COPY: through copies to another device and back, each cotangent is copied to its node's device: for
+  ((x.to(d) * x.to(d)).to(b) * 3 + x).sum() the gradient is 6x + 1, on x's own device, from gradient() and from
+  backward(); a target that lives on the other device gets its gradient there."""
+  other = adapter.other_device()
+  if other is None: pytest.skip(f"{adapter.name} names no second device to copy to (UOP.COPY.to)")
+  here = adapter.backend
+  expr = "((x.to(d) * x.to(d)).to(b) * 3 + x).sum()"
+  x = _ev(adapter, "x.requires_grad_()", x=_t(adapter, [1.0, -2.0, 0.5]))
+  dx, = adapter.gradient(_ev(adapter, expr, x=x, d=other, b=here), [x], _t(adapter, 1.0))
+  assert str(_ev(adapter, "dx.device", dx=dx)).upper() == here, "GRAD.COPY: gradient() left dx on another device"
+  _close(_np(adapter, dx), [7.0, -11.0, 4.0], 0.0, "gradient() through copies")
+  _ev(adapter, expr + ".backward()", x=x, d=other, b=here)
+  grad = _ev(adapter, "x.grad", x=x)
+  assert str(_ev(adapter, "g.device", g=grad)).upper() == here, "GRAD.COPY: backward() put x.grad on another device"
+  _close(_np(adapter, grad), [7.0, -11.0, 4.0], 0.0, "x.grad through copies")
+  w = _ev(adapter, "w.to(d)", w=_t(adapter, [2.0, 3.0, 4.0]), d=other)   # a target on the other device
+  dw, = adapter.gradient(_ev(adapter, "(w.to(b) * x).sum()", w=w, x=x, b=here), [w], _t(adapter, 1.0))
+  assert str(_ev(adapter, "dw.device", dw=dw)).upper() == other.upper(), "GRAD.COPY: dw is not on w's device"
+  _close(_np(adapter, dw), [1.0, -2.0, 0.5], 0.0, "dw of a target on the other device")

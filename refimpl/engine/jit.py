@@ -6,6 +6,7 @@ with the buffers of the new call's tensor arguments in place of those of the cap
 same result objects come back holding the new values (JIT.OUTPUTS: results alias between calls, as in tinygrad)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
@@ -150,9 +151,9 @@ class TinyJit:
     st = time.perf_counter()
     for ln in self.captured or ():
       bufs, out = tuple(swap.get(id(b), b) for b in ln.bufs), swap.get(id(ln.out), ln.out)
-      Device[ln.device].launch(ln.compiled, list(bufs), ln.vals or None)
+      ln.run(bufs)   # a launch, or a copy between devices (EXEC.SCHED.copy): both are recorded and replayed
       if engine.capture is not None:   # replayed inside another TinyJit's capture: the outer one records it too
-        engine.capture.append(KernelLaunch(ln.name, ln.device, ln.compiled, bufs, out, ln.overwrites, ln.vals))
+        engine.capture.append(dataclasses.replace(ln, bufs=bufs, out=out))
     for out, i in self._aliased: out.uop = nodes[i] if out.uop.op is Ops.BUFFER else out.uop.replace(src=(nodes[i],))
     self.cnt += 1
     if getenv("DEBUG", 0) >= 1:

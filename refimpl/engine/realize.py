@@ -1,4 +1,5 @@
-"""Running kernelized graphs on devices: buffers of BUFFER nodes, compiling and launching kernels (DEBUG output)."""
+"""Running kernelized graphs on devices: buffers of BUFFER nodes, compiling and launching kernels, copying buffers
+between devices (EXEC.SCHED.copy), DEBUG output."""
 from __future__ import annotations
 
 import time
@@ -20,7 +21,8 @@ _compiled: dict[tuple, tuple[LinearProgram, object, tuple[int, ...]]] = {}
 class KernelLaunch:
   """One launch as TinyJit records it (JIT.CAPTURE): the compiled program on `device`, the buffers in slot order,
   the one buffer it writes (`overwrites`: one that existed before, as for an assign), and the values of its symbolic
-  variables."""
+  variables. A copy between devices (EXEC.SCHED.copy) is recorded too: `compiled` is None, `bufs` is (destination,
+  source), and `run` copies instead of launching."""
   name: str
   device: str
   compiled: object
@@ -28,6 +30,11 @@ class KernelLaunch:
   out: Buffer
   overwrites: bool = False
   vals: dict[str, int] = field(default_factory=dict)
+
+  def run(self, bufs: tuple[Buffer, ...]) -> None:
+    """Launch the program again (or copy again) on `bufs`, buffers like the recorded ones (JIT.REPLAY)."""
+    if self.compiled is None: copy_buffer(bufs[0], bufs[1])
+    else: Device[self.device].launch(self.compiled, list(bufs), self.vals or None)
 
 
 # TinyJit sets this to a list while it captures a call; every launch is then also appended to it (JIT.CAPTURE)
@@ -40,6 +47,12 @@ def buffer_for(node: UOp) -> Buffer:
     device = node.src[1].arg
     buffers[node] = Device[device].alloc(node.arg, node.dtype)
   return buffers[node]
+
+
+def copy_buffer(dst: Buffer, src: Buffer) -> None:
+  """EXEC.SCHED.copy: the bytes of `src` into `dst` (same dtype and size), through the host: copy out of the source
+  device, copy in to the destination (DEV.COPY); the copy out sees every earlier kernel's writes (EXEC.ORDER.device)."""
+  Device[dst.device].copyin(dst, Device[src.device].copyout(src))
 
 
 def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object, tuple[int, ...]]:
@@ -65,10 +78,14 @@ def run_kernels(kernels: list[UOp]) -> None:
     device = out.src[1].arg
     bufs = [buffer_for(b if b.op is Ops.BUFFER else b.src[0]) for b in k.src]   # inputs may be ASSIGN(BUFFER, ..)
     if out.arg == 0: continue   # nothing to compute (EXEC.GRID.empty)
-    prog, compiled, slots = compile_kernel(device, k)
     st = time.perf_counter()
-    call_bufs = tuple(bufs[s] for s in slots)
-    Device[device].launch(compiled, list(call_bufs))
+    if k.arg.is_copy:           # EXEC.SCHED.copy: no program, the source's bytes move to the destination
+      compiled, call_bufs = None, (bufs[0], bufs[1])
+      copy_buffer(*call_bufs)
+    else:
+      prog, compiled, slots = compile_kernel(device, k)
+      call_bufs = tuple(bufs[s] for s in slots)
+      Device[device].launch(compiled, list(call_bufs))
     if capture is not None:
       capture.append(KernelLaunch(k.arg.name, device, compiled, call_bufs, bufs[0], k.arg.in_place))
     if debug >= 2:

@@ -16,6 +16,11 @@ kernel copies it over (EXEC.SCHED.overlap). Kernels that read a buffer's old con
 overwrites it (EXEC.SCHED.war); where that ordering would be circular, a write goes through a temporary as well
 (EXEC.SCHED.cycle).
 
+A COPY (Tensor.to) is a step of its own (EXEC.SCHED.copy): its source is materialized into a buffer on the source
+device, and a KERNEL node whose Kernel has a COPY for its ast moves those bytes into a fresh buffer on the destination,
+where consumers read it like any kernel's result. It is ordered like a kernel: after the kernel that writes its source,
+before the kernels that read its result (EXEC.ORDER.device), and before any assign that overwrites its source.
+
 `kernelize` returns, for each root, ASSIGN(BUFFER, KERNEL) (reshaped to the root's shape): the KERNEL's arg is a
 Kernel whose `ast` is SINK(STORE(DEFINE_GLOBAL 0, value)) over DEFINE_GLOBAL inputs (seed 000's `.arg.ast`). A
 KERNEL's first source is what it overwrites: a fresh BUFFER, or for an in-place write the buffer's current version
@@ -41,12 +46,17 @@ _SAME_ELEMENT = GroupOp.Elementwise | {Ops.RESHAPE, Ops.DETACH, Ops.NOOP}
 
 @dataclass(frozen=True, eq=False)
 class Kernel:
-  """What a KERNEL node runs: its AST and a name (E_ for elementwise, r_ for kernels with a reduction). `in_place`
-  marks a kernel that overwrites an existing buffer (an assign or its copy) rather than filling a fresh one."""
+  """What a KERNEL node runs: its AST and a name (E_ for elementwise, r_ for kernels with a reduction, copy_ for a
+  copy between devices, whose ast is a COPY: EXEC.SCHED.copy). `in_place` marks a kernel that overwrites an existing
+  buffer (an assign or its copy) rather than filling a fresh one."""
   ast: UOp
   name: str
   in_place: bool = False
   def __repr__(self) -> str: return f"<Kernel {self.name}>"
+  @property
+  def is_copy(self) -> bool:
+    """Whether this step copies a buffer to another device (EXEC.SCHED.copy) rather than running a program."""
+    return self.ast.op is Ops.COPY
 
 
 def new_buffer(dtype, size: int, device: str) -> UOp:
@@ -71,8 +81,15 @@ def is_realized(u: UOp) -> bool:
 
 
 def device_of(u: UOp) -> str:
-  for n in u.toposort():
-    if n.op is Ops.DEVICE: return n.arg if isinstance(n.arg, str) else n.arg[0]
+  """The device `u`'s value lives on: the first DEVICE found below it, where a COPY stands for its destination and
+  hides the devices under it (UOP.COPY)."""
+  stack, seen = [u], {id(u)}
+  while stack:
+    n = stack.pop()
+    dev = n if n.op is Ops.DEVICE else n.src[1] if n.op is Ops.COPY else None
+    if dev is not None: return dev.arg if isinstance(dev.arg, str) else dev.arg[0]
+    for s in reversed(n.src):
+      if id(s) not in seen: seen.add(id(s)); stack.append(s)
   raise ValueError("graph has no DEVICE")
 
 
@@ -104,6 +121,12 @@ def _materialize_set(roots: list[UOp]) -> list[UOp]:
           ok = False                # a reduction inside a reduction is never fused
         # EXEC.SCHED.assign: every pending assign is a kernel of its own, whoever reads it
         elif u.op in (Ops.CONTIGUOUS, Ops.ASSIGN) and u is not root: extra.add(u)
+        elif u.op is Ops.COPY:
+          # EXEC.SCHED.copy: a copy is a step of its own, and what it copies is a buffer on the source device; nothing
+          # fuses across it, so the walk stops here
+          if u is not root: extra.add(u)
+          elif not is_realized(u.src[0]): extra.add(u.src[0])
+          continue
         stack.extend((s, ok and u.op in _FUSE_THROUGH | {Ops.REDUCE_AXIS}) for s in u.src)
     # a reduction reached both on a fusable path and a non-fusable one is in `extra` via the non-fusable visit
     if extra <= chosen: break
@@ -143,6 +166,7 @@ def _make_kernel(value: UOp, out: UOp, reads: dict[UOp, UOp], overwrite: bool = 
   buf = _buffer_of(out)
   if math.prod(value.shape) != buf.arg:
     raise SpecError("EXEC.SCHED.assign", f"a value of shape {value.shape} does not fill a buffer of {buf.arg}")
+  device = buf.src[1].arg
   glob0 = UOp(Ops.DEFINE_GLOBAL, value.dtype.ptr(buf.arg), arg=0)
   inputs: dict[UOp, UOp] = {}     # input node (BUFFER, or ASSIGN of an earlier kernel) -> its DEFINE_GLOBAL
   memo: dict[UOp, UOp] = {}
@@ -151,6 +175,9 @@ def _make_kernel(value: UOp, out: UOp, reads: dict[UOp, UOp], overwrite: bool = 
 
   def leaf(node: UOp, shape) -> UOp:
     if node not in inputs:
+      if (where := _buffer_of(node).src[1].arg) != device:
+        raise SpecError("EXEC.SCHED.device", f"a kernel on {device} reads a buffer on {where}: every tensor of one "
+                        f"computation must be on one device; move one with .to({device!r}) (UOP.COPY.to)")
       inputs[node] = UOp(Ops.DEFINE_GLOBAL, node.dtype.ptr(_buffer_of(node).arg), arg=len(inputs) + 1)
     return view(inputs[node], shape)
 
@@ -172,6 +199,21 @@ def _make_kernel(value: UOp, out: UOp, reads: dict[UOp, UOp], overwrite: bool = 
   return result if value.shape == (buf.arg,) else UOp(Ops.RESHAPE, value.dtype, (result,), value.shape)
 
 
+def _make_copy(m: UOp, reads: dict[UOp, UOp]) -> UOp:
+  """EXEC.SCHED.copy: ASSIGN(BUFFER, KERNEL) (reshaped to m's shape) for the step that moves the bytes of COPY m's
+  source, a buffer on the source device (a kernel of this schedule wrote it, or it was there already), into a fresh
+  buffer on the destination. The KERNEL's arg is a Kernel whose ast is COPY(DEFINE_GLOBAL 1, DEVICE): no program,
+  realize copies out and in (DEV.COPY)."""
+  src = m.src[0]
+  source = _assign_of(reads[src] if src in reads else src)   # a RESHAPE of a buffer holds the same bytes
+  size, dst = math.prod(m.shape), m.src[1]
+  out = new_buffer(m.dtype, size, dst.arg)
+  ast = UOp(Ops.COPY, m.dtype, (UOp(Ops.DEFINE_GLOBAL, m.dtype.ptr(size), arg=1), dst))
+  kernel = UOp(Ops.KERNEL, dtypes.void, (out, source), arg=Kernel(ast, f"copy_{size}_{device_of(src)}_{dst.arg}"))
+  result = UOp(Ops.ASSIGN, m.dtype, (out, kernel))
+  return result if m.shape == (size,) else UOp(Ops.RESHAPE, m.dtype, (result,), m.shape)
+
+
 def _build(order: list[UOp], via_temp: set[UOp]) -> tuple[dict[UOp, UOp], dict[UOp, UOp]]:
   """Kernelize the materialized nodes in `order`. Returns `done` (node -> its graph once its kernels have run: for an
   assign, the target's buffer after the write) and `reads` (node -> the graph later kernels of this schedule read:
@@ -179,6 +221,9 @@ def _build(order: list[UOp], via_temp: set[UOp]) -> tuple[dict[UOp, UOp], dict[U
   reads: dict[UOp, UOp] = {}
   done: dict[UOp, UOp] = {}
   for m in order:
+    if m.op is Ops.COPY:
+      reads[m] = done[m] = _make_copy(m, reads)
+      continue
     if not is_pending_assign(m):
       out = new_buffer(m.dtype, math.prod(m.shape), device_of(m))
       reads[m] = done[m] = _make_kernel(m, out, reads)
@@ -274,8 +319,8 @@ def schedule(graph: list[UOp]) -> list[UOp]:
 @dataclass(frozen=True)
 class ScheduleItem:
   """One kernel of a schedule as `Tensor.schedule()` gives it (tinygrad's name): `ast` is the kernel's
-  SINK(STORE(...)) AST, `bufs` the BUFFER nodes it writes (first) and reads, `kernel` the KERNEL node itself and
-  `arg` its Kernel (name, ast, in_place)."""
+  SINK(STORE(...)) AST (COPY(DEFINE_GLOBAL, DEVICE) for a copy between devices, EXEC.SCHED.copy), `bufs` the BUFFER
+  nodes it writes (first) and reads, `kernel` the KERNEL node itself and `arg` its Kernel (name, ast, in_place)."""
   kernel: UOp
 
   @property
