@@ -78,3 +78,28 @@ def test_guard_with_a_modulo_short_circuits_on_a_zero_divisor():
   e = (x % 6) % 0
   assert e.simplify() is e          # no rule applies (and none crashes)
   assert evaluate(e, {"x": 7}) == 1   # x % 0 = x (OP.CMOD.zero)
+
+
+def test_index_of_a_packed_operand_divides_term_by_term():
+  """A matmul operand stored in panels of 8 columns, (k, j // 8, j % 8) -> (j // 8, k, j % 8), as lowering indexes it
+  for a tile lane: every div and mod goes (RW.IDX.div-add-mul-const, RW.IDX.mod-add-mul-multiple, ...)."""
+  k, t = UOp.variable("k", 0, 1023), UOp.variable("t", 0, 127)
+  for lane in range(8):
+    flat = k * 1024 + (t * 8 + lane)            # the element (k, t * 8 + lane) of a (1024, 1024) operand
+    packed = ((flat // 8) % 128) * 8192 + (flat // 1024) * 8 + flat % 8
+    want = t * 8192 + k * 8 + lane
+    for kv, tv in ((0, 0), (1023, 127), (517, 33)):
+      env = {"k": kv, "t": tv}
+      assert evaluate(packed, env) == evaluate(want, env)
+    simple = packed.simplify()
+    assert not any(u.op in (Ops.CDIV, Ops.CMOD) for u in simple.toposort()), f"lane {lane}: {simple}"
+    for kv, tv in ((0, 0), (1023, 127), (517, 33), (1, 126)):
+      assert evaluate(simple, {"k": kv, "t": tv}) == kv * 8 + tv * 8192 + lane
+
+
+def test_divisor_multiple_rules_keep_the_division_when_a_term_can_be_negative():
+  x, y = UOp.variable("x", -5, 5), UOp.variable("y", 0, 9)
+  e = (x + y * 16) // 8   # x // 8 truncates toward zero: the split form would be wrong for x = -1, y = 1
+  assert any(u.op is Ops.CDIV for u in e.simplify().toposort())
+  for xv in range(-5, 6):
+    for yv in range(10): assert evaluate(e.simplify(), {"x": xv, "y": yv}) == int((xv + yv * 16) / 8)

@@ -14,7 +14,7 @@ from refimpl.uop.rules import (SymRule, Var, CVar, Lit, LoOf, where, lo, hi, val
                                BOOL, fold_constants)
 
 x, y = Var("x"), Var("y")
-c, c1, c2 = CVar("c"), CVar("c1"), CVar("c2")
+c, c1, c2, c3 = CVar("c"), CVar("c1"), CVar("c2"), CVar("c3")
 b = Var("b", bool_=True)
 nc = Var("y", ops=frozenset(set(Ops) - {Ops.CONST}))   # a non-constant y: keeps constant-moving rules from cycling
 NUM = INTS + FLOATS
@@ -73,6 +73,26 @@ SYM_RULES: list[SymRule] = [
           where=(val(c) > 0) & (lo(x) >= 0) & (lo(y) >= 0) & (hi(x) + hi(y) * val(c) <= DMAX)),
   SymRule("RW.IDX.mod-add-mul", (x + y * c) % c, x % c,
           where=(val(c) > 0) & (lo(x) >= 0) & (lo(y) >= 0) & (hi(x) + hi(y) * val(c) <= DMAX)),
+  # a term whose factor is a multiple of the divisor leaves the quotient whole and the remainder alone: lowering makes
+  # sums like (k * 1024 + j * 8 + 3) // 8 (packed operands, sliding windows), which these divide term by term
+  SymRule("RW.IDX.div-mul-multiple", (x * c1) // c2, x * (c1 // c2),
+          where=(val(c2) > 0) & (val(c1) > 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) * val(c1) >= DMIN) &
+                (hi(x) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.mod-mul-multiple", (x * c1) % c2, 0,
+          where=(val(c2) > 0) & (val(c1) > 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) * val(c1) >= DMIN) &
+                (hi(x) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.div-add-mul-multiple", (x + y * c1) // c2, x // c2 + y * (c1 // c2),
+          where=(val(c2) > 0) & (val(c1) > 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) & (lo(y) >= 0) &
+                (hi(x) + hi(y) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.mod-add-mul-multiple", (x + y * c1) % c2, x % c2,
+          where=(val(c2) > 0) & (val(c1) > 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) & (lo(y) >= 0) &
+                (hi(x) + hi(y) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.div-add-mul-const", ((x + y * c1) + c3) // c2, (x + c3) // c2 + y * (c1 // c2),
+          where=(val(c2) > 0) & (val(c1) > 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) & (lo(y) >= 0) &
+                (val(c3) >= 0) & (hi(x) + val(c3) + hi(y) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.mod-add-mul-const", ((x + y * c1) + c3) % c2, (x + c3) % c2,
+          where=(val(c2) > 0) & (val(c1) > 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) & (lo(y) >= 0) &
+                (val(c3) >= 0) & (hi(x) + val(c3) + hi(y) * val(c1) <= DMAX)),
   SymRule("RW.IDX.div-div", (x // c1) // c2, x // (c1 * c2),
           where=(val(c1) > 0) & (val(c2) > 0) & (val(c1) * val(c2) <= DMAX)),
   SymRule("RW.IDX.mod-mod", (x % c) % c, x % c, note="holds for every c, 0 included (x % 0 = x)"),
