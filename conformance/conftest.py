@@ -22,6 +22,9 @@ _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_t
 # ci: few examples, derandomized so that a run is reproducible; dev: more, with the example database; thorough: many
 settings.register_profile("ci", max_examples=6, deadline=None, derandomize=True, database=None,
                           suppress_health_check=_QUIET, print_blob=True)
+# ci-short: ci with half the examples, for a backend whose compiler takes about a second a kernel (PoCL on 2 cores),
+# so that CI can run every test there; the edge-case tables are not examples and run whole
+settings.register_profile("ci-short", parent=settings.get_profile("ci"), max_examples=3)
 settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=_QUIET, print_blob=True)
 settings.register_profile("thorough", max_examples=300, deadline=None, suppress_health_check=_QUIET,
                           print_blob=True)
