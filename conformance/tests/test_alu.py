@@ -12,7 +12,7 @@ from hypothesis import given, strategies as st
 from conformance import accuracy as A
 from conformance.catalogue import OPS, alu_entries
 from conformance.catalogue.alu import TRANSCENDENTAL
-from conformance.properties import forward
+from conformance.properties import Outcome, forward
 from conformance.spec_tables import edge_tables, parse_value
 from conformance.strategies import NP, OPS_SPEC
 from conformance.tests.params import cases, record, skip_unsupported
@@ -75,7 +75,11 @@ def test_edge_table(adapter, key):
   verdict = A.check(got, want, dst, rule)
   bad = [f"{op}({', '.join(rows[i][0])}) in {src} = {got[i]!r}, the table says {rows[i][1]}"
          for i in np.flatnonzero(verdict.bad)]
-  assert verdict.ok, f"OP.{op} [{rule.clause}]: " + "; ".join(bad)
+  message = f"OP.{op} [{rule.clause}]: " + "; ".join(bad)
+  # the whole table is one example: its worst error and fraction of the bound go to the reports (CONF.REPORT.fraction)
+  record(Outcome(verdict.ok, (f"OP.{op}", "OP.TABLES", rule.clause), verdict.worst_ulps, message,
+                 {"used": verdict.used}), OPS[f"ALU.{op}"], src, "edge_table")
+  assert verdict.ok, message
 
 
 def test_every_alu_op_has_a_table_or_entry():
