@@ -12,6 +12,8 @@ import torch.nn.functional as F
 import refimpl.nn as nn
 from refimpl.dtype import dtypes
 from refimpl.helpers import SpecError
+from refimpl.nn.state import get_state_dict
+from refimpl import TinyJit
 from refimpl.tensor import Tensor
 
 RTOL = 1e-5
@@ -598,3 +600,192 @@ def test_initializers_have_the_stated_bounds():
   assert np.abs(k).max() <= b and np.abs(k).max() > 0.9 * b
   n = Tensor.kaiming_normal(256, 64, a=0.0).numpy()
   assert abs(n.std() - (2.0 / 64) ** 0.5) < 0.01
+
+
+# ----------------------------------------------------------------------------------- tinygrad 0.14's other layers
+
+@pytest.mark.parametrize("shape,tcls", [((2, 3, 5), torch.nn.InstanceNorm1d), ((2, 3, 2, 3), torch.nn.InstanceNorm2d),
+                                        ((1, 3, 2, 2, 3), torch.nn.InstanceNorm3d)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_instancenorm(rng, shape, tcls, affine):
+  """NN.INSTANCENORM: per sample and channel over the spatial axes, as torch's InstanceNorm without running stats."""
+  ours, theirs = nn.InstanceNorm(3, affine=affine), tcls(3, affine=affine)
+  assert ours.weight is None if not affine else ours.weight.numpy().tolist() == [1.0] * 3
+  randomize(ours, rng)
+  check_layer(rng, ours, theirs, normal(rng, *shape, scale=2.0) + 3)
+
+
+def test_instancenorm_ignores_training_mode(rng):
+  """No running statistics: training mode normalises the same way, and torch's module does too."""
+  ours, theirs = nn.InstanceNorm(2, eps=1e-3), torch.nn.InstanceNorm2d(2, eps=1e-3, affine=True)
+  randomize(ours, rng)
+  with Tensor.train(): check_layer(rng, ours, theirs.train(), normal(rng, 2, 2, 3, 3))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layernorm2d(rng, affine):
+  """NN.LAYERNORM2D: torch's LayerNorm(C) over channels moved last, then moved back."""
+  ours, tln = nn.LayerNorm2d(4, elementwise_affine=affine), torch.nn.LayerNorm(4, elementwise_affine=affine)
+  randomize(ours, rng)
+  params = copy_params(ours, tln)
+  x, tx = pair(normal(rng, 2, 4, 3, 2, scale=2.0) - 1)
+  ty = tln(tx.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+  check_vjp(rng, ours(x), [x] + [p for p, _ in params], ty, [tx] + [q for _, q in params])
+
+
+@pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": 1, "output_padding": 1, "groups": 2},
+                                {"dilation": 2, "stride": 3, "bias": False}])
+def test_conv_transpose1d_layer(rng, kw):
+  """NN.CONV: ConvTranspose1d over (N, C, L) against torch's, values and gradients."""
+  ours = nn.ConvTranspose1d(4, 2, 3, **kw)
+  assert ours.weight.shape == (4, 2 // kw.get("groups", 1), 3)
+  check_layer(rng, ours, torch.nn.ConvTranspose1d(4, 2, 3, **kw), normal(rng, 2, 4, 5))
+
+
+def test_batchnorm3d(rng):
+  """BatchNorm3d is BatchNorm (NN.BATCHNORM): on a 5-d input it trains like torch's BatchNorm3d."""
+  assert nn.BatchNorm3d is nn.BatchNorm
+  ours, theirs = nn.BatchNorm3d(2), torch.nn.BatchNorm3d(2)
+  randomize(ours, rng)
+  with Tensor.train(): check_layer(rng, ours, theirs, normal(rng, 2, 2, 2, 2, 3))
+  close(ours.running_mean.numpy(), theirs.running_mean.numpy())
+  close(ours.running_var.numpy(), theirs.running_var.numpy())
+
+
+def test_batchnorm_momentum_none_is_a_cumulative_average(rng):
+  """NN.BATCHNORM.running with momentum=None: three training steps (outputs, gradients and running statistics after
+  each), then eval, against torch's cumulative moving average."""
+  ours, theirs = nn.BatchNorm(3, momentum=None), torch.nn.BatchNorm2d(3, momentum=None)
+  randomize(ours, rng)
+  params = copy_params(ours, theirs)
+  with Tensor.train():
+    for step in range(3):
+      x, tx = pair(normal(rng, 2, 3, 2, 2, scale=1.0 + step) + 2 * step)
+      check_vjp(rng, ours(x), [x] + [p for p, _ in params], theirs(tx), [tx] + [q for _, q in params])
+      close(ours.running_mean.numpy(), theirs.running_mean.numpy())
+      close(ours.running_var.numpy(), theirs.running_var.numpy())
+      assert ours.num_batches_tracked.item() == theirs.num_batches_tracked.item() == step + 1
+  theirs.eval()
+  x, tx = pair(normal(rng, 2, 3, 2, 2))
+  check_vjp(rng, ours(x), [x] + [p for p, _ in params], theirs(tx), [tx] + [q for _, q in params])
+
+
+@pytest.mark.parametrize("first", ["count", "statistics"])
+def test_batchnorm_momentum_none_lazy_in_any_order(rng, first):
+  """Three momentum=None steps whose running statistics are never realized in between: the running mean is the plain
+  average of the three batch means (and torch's), and the variance torch's, whether num_batches_tracked or the
+  statistics are realized first (each step's factor reads its own snapshot of the count: NN.BATCHNORM.running)."""
+  ours, theirs = nn.BatchNorm(2, momentum=None), torch.nn.BatchNorm1d(2, momentum=None)
+  Tensor.realize(ours.running_mean, ours.running_var, ours.num_batches_tracked)
+  batches = [normal(rng, 3, 2, 2, scale=2.0) + i for i in range(3)]
+  with Tensor.train():
+    for b in batches: ours(Tensor(b))
+  for b in batches: theirs(torch.tensor(b))
+  if first == "count": assert ours.num_batches_tracked.item() == 3
+  close(ours.running_mean.numpy(), np.mean([b.mean((0, 2)) for b in batches], 0))
+  close(ours.running_mean.numpy(), theirs.running_mean.numpy())
+  close(ours.running_var.numpy(), theirs.running_var.numpy())
+  assert ours.num_batches_tracked.item() == 3
+
+
+def test_batchnorm_momentum_none_under_jit(rng):
+  """A jitted training step that realizes the running statistics (JIT.STATE): five calls (capture, then replays)
+  advance the cumulative average like five plain torch steps, so the count snapshot is replayed, not baked in."""
+  ours, theirs = nn.BatchNorm(2, momentum=None), torch.nn.BatchNorm1d(2, momentum=None)
+
+  @TinyJit
+  def step(x: Tensor) -> Tensor:
+    with Tensor.train(): return ours(x).realize(ours.running_mean, ours.running_var, ours.num_batches_tracked)
+
+  for i in range(5):
+    b = normal(rng, 3, 2, 2, scale=2.0) + i
+    step(Tensor(b))
+    theirs(torch.tensor(b))
+  close(ours.running_mean.numpy(), theirs.running_mean.numpy())
+  close(ours.running_var.numpy(), theirs.running_var.numpy())
+  assert ours.num_batches_tracked.item() == 5
+
+
+def _lstm_pair(rng, n_in: int, hidden: int, bias: bool):
+  """Our cell and torch's with the same (random) weights; the (ours, theirs) parameter pairs."""
+  ours, theirs = nn.LSTMCell(n_in, hidden, bias=bias), torch.nn.LSTMCell(n_in, hidden, bias=bias)
+  params = []
+  for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+    if getattr(ours, name) is None: continue
+    value = normal(rng, *getattr(ours, name).shape)
+    setattr(ours, name, Tensor(value))
+    with torch.no_grad(): getattr(theirs, name).copy_(torch.tensor(value))
+    params.append((getattr(ours, name), getattr(theirs, name)))
+  return ours, theirs, params
+
+
+@pytest.mark.parametrize("bias,with_state", [(True, False), (True, True), (False, True)])
+def test_lstmcell_one_step(rng, bias, with_state):
+  """NN.LSTMCELL: (h, c) from x alone (zero state) and from a given state, against torch.nn.LSTMCell; gradients
+  w.r.t. x, the state and every weight, through a random cotangent on both h and c."""
+  ours, theirs, params = _lstm_pair(rng, 3, 4, bias)
+  x, tx = pair(normal(rng, 2, 3))
+  wrt, twrt = [x], [tx]
+  if with_state:
+    (h, th), (c, tc) = pair(normal(rng, 2, 4)), pair(normal(rng, 2, 4))
+    wrt, twrt = wrt + [h, c], twrt + [th, tc]
+  h1, c1 = ours(x, (h, c) if with_state else None)
+  th1, tc1 = theirs(tx, (th, tc) if with_state else None)
+  check_vjp(rng, h1.cat(c1, dim=1), wrt + [p for p, _ in params], torch.cat([th1, tc1], 1),
+            twrt + [q for _, q in params])
+
+
+def test_lstmcell_two_step_sequence(rng):
+  """A 2-step unrolled sequence: the second step takes the first's (h, c); the final h and c and their gradients
+  w.r.t. both inputs, the initial state and every weight match torch's."""
+  ours, theirs, params = _lstm_pair(rng, 2, 3, True)
+  (x0, tx0), (x1, tx1) = pair(normal(rng, 4, 2)), pair(normal(rng, 4, 2))
+  (h, th), (c, tc) = pair(normal(rng, 4, 3)), pair(normal(rng, 4, 3))
+  h2, c2 = ours(x1, ours(x0, (h, c)))
+  th2, tc2 = theirs(tx1, theirs(tx0, (th, tc)))
+  check_vjp(rng, h2.cat(c2, dim=1), [x0, x1, h, c] + [p for p, _ in params], torch.cat([th2, tc2], 1),
+            [tx0, tx1, th, tc] + [q for _, q in params])
+
+
+def test_lstmcell_initialisation():
+  """NN.INIT: all four tensors uniform in +-1/sqrt(hidden_size), torch's shapes; bias=False has no biases."""
+  Tensor.manual_seed(5)
+  cell = nn.LSTMCell(30, 25)
+  assert cell.weight_ih.shape == (100, 30) and cell.weight_hh.shape == (100, 25)
+  assert cell.bias_ih.shape == cell.bias_hh.shape == (100,)
+  bound = 1 / 5
+  for t in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh):
+    v = t.numpy()
+    assert t.dtype == dtypes.float32 and np.abs(v).max() <= bound and np.abs(v).max() > 0.9 * bound
+  v = cell.weight_ih.numpy()
+  assert abs(v.std() / (bound / math.sqrt(3)) - 1) < 0.05 and abs(v.mean()) < 0.05 * bound
+  plain = nn.LSTMCell(2, 3, bias=False)
+  assert plain.bias_ih is None and plain.bias_hh is None
+
+
+def test_new_layer_errors():
+  with pytest.raises(SpecError, match="NN.INSTANCENORM"): nn.InstanceNorm(3)(Tensor.ones(2, 4, 5))
+  with pytest.raises(SpecError, match="NN.INSTANCENORM"): nn.InstanceNorm(3)(Tensor.ones(2, 3))
+  with pytest.raises(SpecError, match="NN.LAYERNORM2D"): nn.LayerNorm2d(3)(Tensor.ones(2, 4, 2, 2))
+  with pytest.raises(SpecError, match="NN.LAYERNORM2D"): nn.LayerNorm2d(3)(Tensor.ones(2, 3, 2))
+  with pytest.raises(SpecError, match="NN.LAYERNORM2D"): nn.LayerNorm2d((3, 2))
+  with pytest.raises(SpecError, match="NN.CONV"): nn.ConvTranspose1d(2, 2, 3, padding="same")
+  with pytest.raises(SpecError, match="NN.CONV"): nn.ConvTranspose1d(3, 2, 3, groups=2)
+  with pytest.raises(SpecError, match="NN.BATCHNORM"): nn.BatchNorm3d(2, momentum=None)(Tensor.ones(2, 3, 1, 1, 1))
+  cell = nn.LSTMCell(3, 2)
+  with pytest.raises(SpecError, match="NN.LSTMCELL"): cell(Tensor.ones(2, 4))
+  with pytest.raises(SpecError, match="NN.LSTMCELL"): cell(Tensor.ones(3))
+  with pytest.raises(SpecError, match="NN.LSTMCELL"): cell(Tensor.ones(2, 3), (Tensor.zeros(2, 2), Tensor.zeros(1, 2)))
+  with pytest.raises(SpecError, match="NN.LSTMCELL"): cell(Tensor.ones(2, 3), (Tensor.zeros(2, 2),))
+
+
+def test_new_layers_state_dict_keys_are_torchs():
+  """NN.LAYER: the new layers' tensors sit under torch's attribute names, so nn.state gives torch's state-dict keys."""
+  pairs = [(nn.LSTMCell(3, 2), torch.nn.LSTMCell(3, 2)),
+           (nn.LSTMCell(3, 2, bias=False), torch.nn.LSTMCell(3, 2, bias=False)),
+           (nn.InstanceNorm(3), torch.nn.InstanceNorm2d(3, affine=True)), (nn.LayerNorm2d(3), torch.nn.LayerNorm(3)),
+           (nn.ConvTranspose1d(2, 4, 3), torch.nn.ConvTranspose1d(2, 4, 3)),
+           (nn.BatchNorm3d(2, momentum=None), torch.nn.BatchNorm3d(2, momentum=None))]
+  for ours, theirs in pairs:
+    got = {k: tuple(t.shape) for k, t in get_state_dict(ours).items()}
+    assert got == {k: tuple(t.shape) for k, t in theirs.state_dict().items()}, type(ours).__name__

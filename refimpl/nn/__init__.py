@@ -13,8 +13,8 @@ from refimpl.dtype import dtypes
 from refimpl.helpers import SpecError
 from refimpl.tensor import Tensor
 
-__all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "GroupNorm",
-           "RMSNorm", "Embedding"]
+__all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "BatchNorm", "BatchNorm2d",
+           "BatchNorm3d", "LayerNorm", "LayerNorm2d", "GroupNorm", "InstanceNorm", "RMSNorm", "Embedding", "LSTMCell"]
 
 
 def _uniform(*shape: int, bound: float) -> Tensor:
@@ -31,6 +31,13 @@ def _filled(*shape: int, value: float, dtype=np.float32) -> Tensor:
 
 def _kernel(kernel_size, m: int) -> tuple[int, ...]:
   return (kernel_size,) * m if isinstance(kernel_size, int) else tuple(kernel_size)
+
+
+def _scale_channels(x: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+  """x * weight + bias with weight and bias of shape (C,) laid along axis 1 of (N, C, ...); x itself without them."""
+  if weight is None: return x
+  per_channel = (1, -1) + (1,) * (x.ndim - 2)
+  return x * weight.reshape(per_channel) + bias.reshape(per_channel)
 
 
 class Linear:
@@ -108,14 +115,21 @@ class ConvTranspose2d(Conv2d):
                               padding=self.padding, output_padding=self.output_padding)
 
 
+class ConvTranspose1d(ConvTranspose2d):
+  """ConvTranspose2d over one spatial axis: input (N, in_channels, L), weight (in_channels, out_channels // groups, k)
+  (NN.CONV)."""
+  _spatial = 1
+
+
 class BatchNorm:
   """Batch normalisation over every axis but axis 1 (channels) of (N, C, ...) (NN.BATCHNORM). In training
   (Tensor.training) it normalises with the batch's mean and biased variance and, when track_running_stats, moves
   running_mean and running_var toward the batch's mean and unbiased variance by `momentum` and counts
   num_batches_tracked; in eval it normalises with the running statistics (with the batch's when they are not
-  tracked), as torch's BatchNorm does."""
+  tracked), as torch's BatchNorm does. momentum=None makes the running statistics cumulative averages of all the
+  batches seen (NN.BATCHNORM.running)."""
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
-               momentum: float = 0.1):
+               momentum: float | None = 0.1):
     self.num_features, self.eps, self.track_running_stats, self.momentum = sz, eps, track_running_stats, momentum
     self.weight: Tensor | None = _filled(sz, value=1) if affine else None
     self.bias: Tensor | None = _filled(sz, value=0) if affine else None
@@ -148,15 +162,23 @@ class BatchNorm:
   def _track(self, mean: Tensor, unbiased_var: Tensor) -> None:
     """Move the running statistics toward the batch's (NN.BATCHNORM.running), in place with assign: the attributes
     keep their Tensor objects (and buffers), so an optimizer or a state dict that holds them sees the new values. As
-    in tinygrad the update stays lazy until something realizes it (an optimizer's step realizes its buffers)."""
-    m = self.momentum
+    in tinygrad the update stays lazy until something realizes it (an optimizer's step realizes its buffers); with
+    momentum=None only the new count is realized at once."""
     with Tensor.no_grad:
+      m = self.momentum
+      if m is None:
+        # torch's cumulative average: the count goes first and this batch weighs 1/count. The factor reads a snapshot
+        # of the new count in a buffer of its own, made now: a lazy graph on num_batches_tracked would read whatever
+        # the counter holds when it is finally realized (EXEC.SCHED.versions), a later count when steps pile up
+        count = (self.num_batches_tracked + 1).contiguous().realize()
+        self.num_batches_tracked.assign(count)
+        m = count.cast(mean.dtype).reciprocal()
+      else: self.num_batches_tracked.assign(self.num_batches_tracked + 1)
       self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
       self.running_var.assign((1 - m) * self.running_var + m * unbiased_var.detach())
-      self.num_batches_tracked.assign(self.num_batches_tracked + 1)
 
 
-BatchNorm2d = BatchNorm
+BatchNorm2d = BatchNorm3d = BatchNorm
 
 
 class LayerNorm:
@@ -176,6 +198,21 @@ class LayerNorm:
     return x if not self.elementwise_affine else x * self.weight + self.bias
 
 
+class LayerNorm2d(LayerNorm):
+  """LayerNorm over the channel axis of (N, C, H, W): each pixel's C values are normalised together, then scaled and
+  shifted per channel (NN.LAYERNORM2D). Constructed as LayerNorm with one channel count (tinygrad's signature)."""
+  def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
+    super().__init__(normalized_shape, eps, elementwise_affine)
+    if len(self.normalized_shape) != 1:
+      raise SpecError("NN.LAYERNORM2D", f"normalized_shape={normalized_shape!r} must be one channel count")
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim != 4 or x.shape[1] != self.normalized_shape[0]:
+      raise SpecError("NN.LAYERNORM2D", f"input of shape {x.shape} is not (N, {self.normalized_shape[0]}, H, W)")
+    # channels last, the LayerNorm over the last axis, channels back in place
+    return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
 class GroupNorm:
   """Split the channels of (N, C, ...) into num_groups groups, normalise each group of each sample over its channels
   and spatial positions, then scale and shift per channel (NN.GROUPNORM)."""
@@ -190,9 +227,23 @@ class GroupNorm:
     if x.ndim < 2 or x.shape[1] != self.num_channels:
       raise SpecError("NN.GROUPNORM", f"input of shape {x.shape} for {self.num_channels} channels")
     x = x.reshape(x.shape[0], self.num_groups, -1).layernorm(-1, self.eps).reshape(x.shape)
-    if self.weight is None: return x
-    per_channel = (1, -1) + (1,) * (x.ndim - 2)
-    return x * self.weight.reshape(per_channel) + self.bias.reshape(per_channel)
+    return _scale_channels(x, self.weight, self.bias)
+
+
+class InstanceNorm:
+  """Normalise each channel of each sample of (N, num_features, *spatial) over its spatial positions, then scale
+  and shift per channel (NN.INSTANCENORM): torch's InstanceNorm1d/2d/3d with track_running_stats=False, whose affine
+  default (False) differs from this one's (True, as tinygrad's)."""
+  def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
+    self.num_features, self.eps = num_features, eps
+    self.weight = _filled(num_features, value=1) if affine else None
+    self.bias = _filled(num_features, value=0) if affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 3 or x.shape[1] != self.num_features:
+      raise SpecError("NN.INSTANCENORM", f"input of shape {x.shape} is not (N, {self.num_features}, *spatial)")
+    x = x.reshape(x.shape[0], self.num_features, -1).layernorm(-1, self.eps).reshape(x.shape)
+    return _scale_channels(x, self.weight, self.bias)
 
 
 class RMSNorm:
@@ -222,6 +273,33 @@ class Embedding:
     # gets its gradient through WHERE (tensor indexing reduces bit patterns, which has no gradient)
     hit = idx._class_mask(self.vocab_size, idx.ndim).unsqueeze(-1)            # (..., vocab, 1)
     return hit.where(self.weight, 0.0).sum(-2)
+
+
+class LSTMCell:
+  """One step of a long short-term memory (NN.LSTMCELL): x (N, input_size) and the state hc = (h, c), each
+  (N, hidden_size) (zeros when None), give the new (h, c). weight_ih (4*hidden, input_size), weight_hh
+  (4*hidden, hidden) and the biases bias_ih, bias_hh (4*hidden,) stack the gates in torch's order i, f, g, o."""
+  def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+    self.input_size, self.hidden_size = input_size, hidden_size
+    bound = 1 / math.sqrt(hidden_size)   # torch's init for every weight and bias of the cell (NN.INIT)
+    self.weight_ih = _uniform(4 * hidden_size, input_size, bound=bound)
+    self.weight_hh = _uniform(4 * hidden_size, hidden_size, bound=bound)
+    self.bias_ih = _uniform(4 * hidden_size, bound=bound) if bias else None
+    self.bias_hh = _uniform(4 * hidden_size, bound=bound) if bias else None
+
+  def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    if x.ndim != 2 or x.shape[1] != self.input_size:
+      raise SpecError("NN.LSTMCELL", f"input of shape {x.shape} is not (N, {self.input_size})")
+    state = (x.shape[0], self.hidden_size)
+    if hc is None: h = c = Tensor.zeros(*state, dtype=x.dtype, device=x.device)
+    else:
+      if len(hc) != 2 or any(t.shape != state for t in hc):
+        raise SpecError("NN.LSTMCELL", f"hc must be (h, c), each of shape {state}, not {[t.shape for t in hc]}")
+      h, c = hc
+    gates = x.linear(self.weight_ih.transpose(), self.bias_ih) + h.linear(self.weight_hh.transpose(), self.bias_hh)
+    i, f, g, o = gates.chunk(4, dim=1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
 
 
 # optim and state are written alongside this module; import them when they exist so that `nn.optim` and `nn.state`
