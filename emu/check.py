@@ -1,12 +1,12 @@
 """Well-formedness of a linear program (EXEC.PROGRAM.*, EXEC.GRID.special, EXEC.THREAD.reduce), checked once at
-compile by refimpl's `check_program` (the one the renderers run), and the block structure the translator needs on top
-of it: where each REDUCE opens and closes, and which accumulator LOADs, ALUs and STOREs it folds."""
+compile by refimpl.device's `check_program` (the one the renderers run), and the block structure the translator
+needs on top of it: where each REDUCE opens and closes, and which accumulator LOADs, ALUs and STOREs it folds."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from refimpl.device import LinearProgram
-from refimpl.renderer import ProgramStructure, check_program as check_structure
+from refimpl.device import ProgramStructure, check_program as check_structure
 from refimpl.uop.ops import UOp
 
 __all__ = ["Structure", "check_program"]
