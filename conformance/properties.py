@@ -114,13 +114,14 @@ def reproduction(adapter: Adapter, op: Op, case: Case, extra: str = "") -> str:
   lines = ["import numpy as np", *adapter_prelude(adapter)]
   for name, arr, dt in zip(op.domain.inputs, case.inputs, case.dtypes):
     if _is_scalar(op, name): lines.append(f"{name} = {py_value(arr.reshape(()), dt)!r}")
-    else: lines.append(f"{name} = Tensor(np.array({_literal(arr)}, dtype=np.{np.dtype(NP[dt]).name}), dtype={dt!r})")
+    else:
+      array = f"np.array({_literal(arr)}, dtype=np.{np.dtype(NP[dt]).name})"
+      lines.append(f"{name} = {adapter.repro_tensor(array, dt)}")   # as the adapter makes its inputs
   lines += [f"{k} = {v!r}" for k, v in case.params.items()]
   if op.is_alu and not extra:   # the single ALU op as a UOp over the input tensors' UOps (refimpl's Adapter.alu)
     out_dt = op.out_dtype(case.dtypes, case.params) if op.out_dtype else _alu_out(op, case)
     srcs = "".join(f"{n}.uop, " for n in op.domain.inputs)
-    lines += [f"from refimpl.uop import Ops; from refimpl.uop.ops import UOp  # ALU op {op.call} at the UOp level",
-              f"out = Tensor(UOp(Ops.{op.call}, dtypes.{out_dt}, ({srcs})))", "print(out.numpy())"]
+    lines += adapter.repro_alu(op.call, out_dt, f"({srcs})")   # each implementation's own UOp API
     return "\n".join(lines)
   lines.append(extra or f"out = {op.call}\nprint(out.numpy() if hasattr(out, 'numpy') else [o.numpy() for o in out])")
   return "\n".join(lines)

@@ -84,6 +84,17 @@ class Adapter:
     NotImplementedError when the implementation has no way to run a single ALU op."""
     raise NotImplementedError
 
+  def repro_tensor(self, array: str, dtype: str) -> str:
+    """Python source of an input tensor in a reproduction, made as `tensor` makes it, from `array` (source of a
+    numpy array) in `dtype`."""
+    return f"Tensor({array}, dtype={dtype!r})"
+
+  def repro_alu(self, op: str, out_dtype: str, srcs: str) -> list[str]:
+    """The lines of a reproduction that run ALU op `op` once on the source UOps `srcs` (Python source of a tuple of
+    the inputs' UOps) with result dtype `out_dtype` and print the result; refimpl's UOp API by default."""
+    return [f"from refimpl.uop import Ops; from refimpl.uop.ops import UOp  # ALU op {op} at the UOp level",
+            f"out = Tensor(UOp(Ops.{op}, dtypes.{out_dtype}, {srcs}))", "print(out.numpy())"]
+
   # ---- kernels ----
   def count_kernels(self, t: Any) -> int | None:
     """How many kernels realizing `t` would run, or None when the implementation cannot say."""

@@ -1,13 +1,23 @@
 """The tinygrad adapter: the conformance suite as an oracle for tinygrad (tested with 0.14.0 from PyPI).
 
-    pytest conformance --impl conformance.adapters.tinygrad:TinygradAdapter --backend CPU
+    pip install -e '.[tinygrad]'      # tinygrad==0.14.0; its CPU device compiles with clang (apt-get install clang)
+    pytest conformance -n 2 --impl conformance.adapters.tinygrad:TinygradAdapter --backend CPU
 
 tinygrad is imported when the adapter is made (so the suite does not need it otherwise); `--backend` names a tinygrad
-device (CPU, PYTHON, CL, CUDA, ...). Single ALU ops run as tinygrad UOps of the same name where tinygrad has one.
-docs/tinygrad-conformance.md has the results.
+device (CPU, PYTHON, CL, CUDA, ...), made the default with `DEV.value` (tinygrad 0.14 refuses `Device.DEFAULT = ...`).
+Single ALU ops run as tinygrad UOps of the same name where tinygrad has one. docs/tinygrad-conformance.md has the
+results, each failure classified.
+
+Integer division by zero (and INT_MIN / -1) is C's undefined behaviour in tinygrad's compiled kernels: on x86 the CPU
+device's process dies with SIGFPE, which would take the test worker with it. So a tensor whose graph divides integers
+is realized in a helper process (`_Isolated`), and the death of that process becomes an exception: a failure of that
+one example, with hypothesis's shrinking and a reproduction, instead of a lost worker.
 """
 from __future__ import annotations
 
+import multiprocessing
+import pickle
+import signal
 from typing import Any
 
 import numpy as np
@@ -16,6 +26,11 @@ from conformance.adapters.base import Adapter
 
 __all__ = ["TinygradAdapter"]
 
+# tinygrad 0.14's UOps that divide: C's `/` and `%` on integers, and the floor forms lowered to them
+_DIVISIONS = ("CDIV", "CMOD", "FLOORDIV", "FLOORMOD", "IDIV", "MOD")
+# UOps that tinygrad 0.14 makes only while rendering a kernel (MULACC is fused from a*b+c when the renderer has it):
+# a Tensor graph cannot hold them, so the suite cannot run them one at a time
+_CODEGEN_ONLY = ("MULACC",)
 _DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
            "float32", "float64")
 
@@ -41,6 +56,8 @@ class TinygradAdapter(Adapter):
     # tinygrad 0.14: the dtypes a device computes in are its renderer's
     renderer = getattr(self.device, "renderer", None)
     self._supported = set(renderer.supported_dtypes()) if renderer is not None else set(self._dtype.values())
+    self._divisions = {getattr(Ops, n) for n in _DIVISIONS if hasattr(Ops, n)}
+    self._isolated: _Isolated | None = None
 
   def unsupported_dtype(self, dtype: str) -> str | None:
     if self._dtype[dtype] in self._supported: return None
@@ -48,6 +65,7 @@ class TinygradAdapter(Adapter):
 
   def unsupported(self, op_name: str) -> str | None:
     if op_name.startswith("ALU."):
+      if op_name[4:] in _CODEGEN_ONLY: return f"tinygrad {self.version}'s {op_name[4:]} exists only in codegen"
       return None if hasattr(self.Ops, op_name[4:]) else f"tinygrad {self.version} has no UOp {op_name[4:]}"
     from conformance.catalogue import OPS
     missing = [n for n in (OPS[op_name].covers if op_name in OPS else ()) if not hasattr(self.Tensor, n)]
@@ -59,7 +77,12 @@ class TinygradAdapter(Adapter):
   def repro_prelude(self) -> list[str]:
     """The lines a reproduction starts with: tinygrad on this device."""
     return ["from tinygrad import Tensor, dtypes", "from tinygrad.helpers import DEV",
-            f"DEV.value = {self.backend!r}"]
+            f"DEV.value = {self.backend!r}",
+            "def tensor(a, dt):   # as the adapter makes inputs: realized buffers (a 0-d array would be a CONST)",
+            "  return Tensor(a.reshape(-1).tolist(), dtype=dt).reshape(a.shape).realize()"]
+
+  def repro_tensor(self, array: str, dtype: str) -> str:
+    return f"tensor({array}, {dtype!r})"
 
   def tensor(self, array: np.ndarray, dtype: str) -> Any:
     # from a Python list, not a numpy array: tinygrad 0.14 copies numpy arrays in through its CPU device, which
@@ -71,10 +94,21 @@ class TinygradAdapter(Adapter):
 
   def numpy(self, t: Any) -> np.ndarray:
     if t.dtype == self.dtypes.bfloat16: t = t.cast(self.dtypes.float32)
+    if t.numel() and self._divides_integers(t):   # an empty tensor runs no division (and its buffers do not pickle)
+      if self._isolated is None: self._isolated = _Isolated(self.backend)
+      return self._isolated.numpy(t.uop)
     return np.asarray(t.numpy())
 
+  def _divides_integers(self, t: Any) -> bool:
+    """Whether realizing `t` runs an integer division (a kernel that may trap; see the module docstring)."""
+    return any(u.op in self._divisions and self.dtypes.is_int(u.dtype) for u in t.uop.toposort())
+
   def dtype_name(self, t: Any) -> str:
-    return self._name.get(t.dtype, str(t.dtype))
+    # tinygrad 0.14 types results of Python scalars "weak" (weakint, weakfloat, as JAX does); a weak tensor has no
+    # storage and is read as its strong dtype (default_int, default_float), the dtype the result actually has
+    from tinygrad.dtype import strong_dtype
+    dt = strong_dtype(t.dtype)
+    return self._name.get(dt, str(dt))
 
   def is_tensor(self, v: Any) -> bool:
     return isinstance(v, self.Tensor)
@@ -83,9 +117,63 @@ class TinygradAdapter(Adapter):
     return list(y.gradient(*xs, gradient=cotangent))
 
   def alu(self, op: str, out_dtype: str, operands: list[tuple[np.ndarray, str]]) -> np.ndarray:
-    if not hasattr(self.Ops, op): raise NotImplementedError(f"tinygrad has no UOp {op}")
+    if not hasattr(self.Ops, op) or op in _CODEGEN_ONLY: raise NotImplementedError(self.unsupported(f"ALU.{op}"))
     srcs = tuple(self.tensor(a, dt).uop for a, dt in operands)
-    return self.numpy(self.Tensor(self.UOp(getattr(self.Ops, op), self._dtype[out_dtype], srcs)))
+    dtype = self._dtype[out_dtype]
+    arg = dtype if op in ("CAST", "BITCAST") else None   # tinygrad's CAST carries its target dtype as its arg too
+    return self.numpy(self.Tensor(self.UOp(getattr(self.Ops, op), dtype, srcs, arg)))
+
+  def repro_alu(self, op: str, out_dtype: str, srcs: str) -> list[str]:
+    """The ALU op as `alu` builds it, with tinygrad's own UOp imports."""
+    arg = f", dtypes.{out_dtype}" if op in ("CAST", "BITCAST") else ""
+    read = ".cast(dtypes.float32)" if out_dtype == "bfloat16" else ""   # as `numpy` reads bfloat16
+    return [f"from tinygrad.uop.ops import Ops, UOp  # ALU op {op} at the UOp level",
+            f"out = Tensor(UOp(Ops.{op}, dtypes.{out_dtype}, {srcs}{arg}))", f"print(out{read}.numpy())"]
 
   def count_kernels(self, t: Any) -> int | None:
     return len(t.schedule()) if hasattr(t, "schedule") else None   # tinygrad 0.14's Tensor has no schedule()
+
+
+class _Isolated:
+  """A helper process that realizes pickled tinygrad UOp graphs on `backend` and sends back their values; when it
+  dies (SIGFPE on an integer division by zero), `numpy` raises and the next call starts a new one."""
+
+  def __init__(self, backend: str):
+    self.backend = backend
+    self.proc: Any = None
+
+  def numpy(self, uop: Any) -> np.ndarray:
+    """The values of the tensor with graph `uop`, computed in the helper process."""
+    if self.proc is None or not self.proc.is_alive():
+      ctx = multiprocessing.get_context("spawn")   # not fork: tinygrad's CPU device has worker threads and shared maps
+      self.conn, child = ctx.Pipe()
+      self.proc = ctx.Process(target=_serve, args=(child, self.backend), daemon=True)
+      self.proc.start()
+      child.close()
+    try:
+      self.conn.send_bytes(pickle.dumps(uop))
+      ok, value = pickle.loads(self.conn.recv_bytes())
+    except (EOFError, OSError):
+      self.proc.join(timeout=10)
+      code = self.proc.exitcode
+      self.proc = None
+      if code == -signal.SIGFPE:
+        raise RuntimeError("tinygrad's kernel killed its process with SIGFPE: tinygrad leaves integer division by zero "
+                           "and INT_MIN / -1 undefined (C's `/`), and on x86 they trap") from None
+      raise RuntimeError(f"the helper process realizing the tensor died (exit code {code})") from None
+    if not ok: raise value
+    return value
+
+
+def _serve(conn: Any, backend: str) -> None:
+  """The helper process's loop: receive a pickled UOp graph, send back (True, values) or (False, exception)."""
+  from tinygrad import Tensor
+  from tinygrad.helpers import DEV
+  DEV.value = backend
+  while True:
+    try: data = conn.recv_bytes()
+    except EOFError: return
+    try: reply = (True, np.asarray(Tensor(pickle.loads(data)).numpy()))
+    except Exception as e: reply = (False, e)   # noqa: BLE001 (sent back and raised there)
+    try: conn.send_bytes(pickle.dumps(reply))
+    except Exception as e: conn.send_bytes(pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}"))))
