@@ -93,6 +93,13 @@ SYM_RULES: list[SymRule] = [
   SymRule("RW.IDX.mod-add-mul-const", ((x + y * c1) + c3) % c2, (x + c3) % c2,
           where=(val(c2) > 0) & (val(c1) > 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) & (lo(y) >= 0) &
                 (val(c3) >= 0) & (hi(x) + val(c3) + hi(y) * val(c1) <= DMAX)),
+  # a constant that is a multiple of the divisor, as a lane's offset in a packed panel: (k + 1024) % 1024 -> k % 1024
+  SymRule("RW.IDX.div-add-const-multiple", (x + c1) // c2, x // c2 + c1 // c2,
+          where=(val(c2) > 0) & (val(c1) >= 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) &
+                (hi(x) + val(c1) <= DMAX)),
+  SymRule("RW.IDX.mod-add-const-multiple", (x + c1) % c2, x % c2,
+          where=(val(c2) > 0) & (val(c1) >= 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) &
+                (hi(x) + val(c1) <= DMAX)),
   SymRule("RW.IDX.div-div", (x // c1) // c2, x // (c1 * c2),
           where=(val(c1) > 0) & (val(c2) > 0) & (val(c1) * val(c2) <= DMAX)),
   SymRule("RW.IDX.mod-mod", (x % c) % c, x % c, note="holds for every c, 0 included (x % 0 = x)"),
