@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 from refimpl.dtype import dtypes
+from refimpl.engine.pack import pack_operands
 from refimpl.helpers import SpecError
 from refimpl.uop import Ops, GroupOp
 from refimpl.uop.ops import UOp
@@ -244,7 +245,10 @@ def _build(order: list[UOp], via_temp: set[UOp]) -> tuple[dict[UOp, UOp], dict[U
 def kernelize(roots: list[UOp]) -> dict[UOp, UOp]:
   """For each root, the graph that computes it as ASSIGN(BUFFER, KERNEL), reshaped to the root's shape; and for each
   pending assign the roots depend on, the graph of its target buffer after the write (so that realize can retire
-  it: an assign that has run must never run again)."""
+  it: an assign that has run must never run again). Keys are the nodes as given, also where the packing pass
+  (EXEC.SCHED.pack, pack.py) has rebuilt them with a panel copy of an operand."""
+  packed = pack_operands(roots, device_of)
+  given, roots = roots, [packed.get(r, r) for r in roots]
   order = _materialize_set(roots)
   assigns = [m for m in order if is_pending_assign(m)]
   writers: dict[UOp, UOp] = {}
@@ -264,8 +268,9 @@ def kernelize(roots: list[UOp]) -> dict[UOp, UOp]:
     blocked = [a for a in assigns if a not in via_temp and _kernel_of(done[a]) in stuck]
     if not blocked: raise SpecError("EXEC.SCHED.cycle", "no order of the kernels honours every read-before-write")
     via_temp.add(blocked[0])
-  result = {r: done.get(r, r) for r in roots}
+  result = {g: done.get(r, r) for g, r in zip(given, roots)}
   result.update({a: done[a] for a in assigns})
+  result.update({old: done[new] for old, new in packed.items() if new in done and is_pending_assign(old)})
   return result
 
 

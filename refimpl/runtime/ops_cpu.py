@@ -7,6 +7,7 @@ import ctypes
 import hashlib
 import math
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -24,12 +25,20 @@ from refimpl.renderer.cstyle import CRenderer, kernel_name
 from refimpl.runtime.launch import Limits, check_launch
 from refimpl.uop import Ops
 
-__all__ = ["CPUBackend", "CPUProgram", "FLAGS"]
+__all__ = ["CPUBackend", "CPUProgram", "FLAGS", "TILE_FLAGS", "flags_for"]
 
 # DEV.C.flags: optimise, but no value-changing optimisation: no fast-math (EXEC.FLOAT.fast-math), no contraction of
 # a*b+c into fma (EXEC.FLOAT.contract); ISO C11 so that gcc rounds every float expression to its type
 # (-fexcess-precision=standard, EXEC.FLOAT.precision); math functions need not set errno, which nothing observes.
 FLAGS = ("-shared", "-fPIC", "-O2", "-std=c11", "-ffp-contract=off", "-fno-math-errno")
+# DEV.C.flags.tile: a register-tiled kernel (TILE_REGS or more accumulators, EXEC.OPT.share) is compiled with -O3 for
+# the host's vector units. -O3 without its loop vectoriser, because GCC's SLP vectoriser at -O2 groups a tile's loads
+# across loop steps instead of across the tile's lanes and runs packed matmul kernels 4x slower (docs/cpu-speed.md);
+# -march=native because a tile of 8 float32 lanes fills one AVX register. Neither changes a value: no fast-math, no
+# contraction. Small kernels keep -O2, which compiles about twice as fast.
+TILE_REGS = 8
+TILE_FLAGS = ("-O3", "-fno-tree-loop-vectorize") + (("-march=native",) if platform.machine().lower() in
+                                                    ("x86_64", "amd64") else ())
 LIMITS = Limits()            # DEV.CPU.limits: those of the PYTHON device, so a program that runs there runs here
 PARALLEL_MIN = 4096          # DEV.C.threads: fewer work-groups than this run on the calling thread
 ALIGN = 64
@@ -117,7 +126,7 @@ class CPUBackend(Backend):
     if program not in self._programs:
       src = self.renderer.render(program)
       if getenv("DEBUG", 0) >= 3: print(src)
-      lib = self.compile_c(src, program.name)
+      lib = self.compile_c(src, program.name, flags_for(program))
       fn = getattr(lib, kernel_name(program))
       grid = tuple(self.renderer.grid_params(program))
       fn.argtypes = ([ctypes.c_void_p] * len(program.globals) + [_CTYPES[v.dtype] for v in program.vars] +
@@ -136,10 +145,12 @@ class CPUBackend(Backend):
       self._compiler_id = f"{os.path.realpath(path)}\n{out.splitlines()[0] if out else ''}"
     return self._compiler_id
 
-  def compile_c(self, src: str, name: str = "kernel") -> ctypes.CDLL:
-    """Compile C source `src` to a shared object and load it; a disk cache keyed by the sha256 of the source, the
-    compiler and the flags makes a second compile of the same source load the earlier object (DEV.CPU.cache)."""
-    key = hashlib.sha256("\0".join((src, self.compiler_id(), *FLAGS)).encode()).hexdigest()
+  def compile_c(self, src: str, name: str = "kernel", flags: tuple[str, ...] = FLAGS) -> ctypes.CDLL:
+    """Compile C source `src` with `flags` to a shared object and load it; a disk cache keyed by the sha256 of the
+    source, the compiler, the flags and (with -march=native) the host CPU makes a second compile of the same source
+    load the earlier object (DEV.CPU.cache)."""
+    host = _host_cpu() if "-march=native" in flags else ""
+    key = hashlib.sha256("\0".join((src, self.compiler_id(), *flags, host)).encode()).hexdigest()
     if key in self._libs: return self._libs[key]
     if self.cache_dir is not None and (self.cache_dir / f"{key}.so").exists():
       lib = ctypes.CDLL(str(self.cache_dir / f"{key}.so"))
@@ -148,7 +159,7 @@ class CPUBackend(Backend):
         c_file, so_file = Path(tmp) / f"{name}.c", Path(tmp) / f"{key}.so"
         c_file.write_text(src)
         self.compiler_runs += 1
-        r = subprocess.run([shutil.which(self.cc) or self.cc, *FLAGS, "-o", str(so_file), str(c_file), "-lm"],
+        r = subprocess.run([shutil.which(self.cc) or self.cc, *flags, "-o", str(so_file), str(c_file), "-lm"],
                            capture_output=True, text=True)
         if r.returncode != 0: raise _compile_error(self.cc, name, src, r.returncode, r.stderr + r.stdout)
         if self.cache_dir is None: lib = ctypes.CDLL(str(so_file))   # mapped: removing the file is fine
@@ -189,6 +200,23 @@ class CPUBackend(Backend):
     # work-groups are independent (EXEC.BARRIER.scope), so any split gives the same buffers (EXEC.ASIF)
     futures = [_pool(n).submit(compiled.fn, *head, lo, hi, *tail) for lo, hi in zip(bounds, bounds[1:])]
     for f in futures: f.result()
+
+
+def flags_for(program: LinearProgram) -> tuple[str, ...]:
+  """DEV.C.flags / DEV.C.flags.tile: the compiler flags for `program`: FLAGS, with TILE_FLAGS in place of -O2 when
+  the program keeps TILE_REGS or more register accumulators (a tile of outputs per thread)."""
+  if sum(u.op is Ops.DEFINE_REG for u in program.uops) < TILE_REGS: return FLAGS
+  return tuple(x for f in FLAGS for x in (TILE_FLAGS if f == "-O2" else (f,)))
+
+
+def _host_cpu() -> str:
+  """What -march=native compiles for: the CPU's model and feature flags (part of the cache key, DEV.CPU.cache, so
+  that a cache directory shared between machines never hands one machine another's instructions)."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      lines = [ln for ln in f if ln.startswith(("model name", "flags"))]
+    return "".join(sorted(set(lines)))
+  except OSError: return platform.processor() or platform.machine()
 
 
 def _compile_error(cc: str, name: str, src: str, rc: int, log: str) -> SpecError:
