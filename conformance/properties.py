@@ -109,14 +109,21 @@ def _literal(arr: np.ndarray) -> str:
   return re.sub(r"\b(nan|inf)\b", r"float('\1')", text)
 
 
+def _array_source(arr: np.ndarray, dt: str) -> str:
+  """Python source of numpy array `arr` stored as `dt`'s numpy type. An empty array gets its shape back with a
+  reshape, since its nested list loses every dimension after the first zero ((0, 3) lists as [])."""
+  arr = np.asarray(arr)
+  src = f"np.array({_literal(arr)}, dtype=np.{np.dtype(NP[dt]).name})"
+  return f"{src}.reshape({arr.shape!r})" if arr.size == 0 and arr.ndim > 1 else src
+
+
 def reproduction(adapter: Adapter, op: Op, case: Case, extra: str = "") -> str:
   """Python lines that rebuild the example and print the implementation's result."""
   lines = ["import numpy as np", *adapter_prelude(adapter)]
   for name, arr, dt in zip(op.domain.inputs, case.inputs, case.dtypes):
     if _is_scalar(op, name): lines.append(f"{name} = {py_value(arr.reshape(()), dt)!r}")
     else:
-      array = f"np.array({_literal(arr)}, dtype=np.{np.dtype(NP[dt]).name})"
-      lines.append(f"{name} = {adapter.repro_tensor(array, dt)}")   # as the adapter makes its inputs
+      lines.append(f"{name} = {adapter.repro_tensor(_array_source(arr, dt), dt)}")   # as the adapter makes its inputs
   lines += [f"{k} = {v!r}" for k, v in case.params.items()]
   if op.is_alu and not extra:   # the single ALU op as a UOp over the input tensors' UOps (refimpl's Adapter.alu)
     out_dt = op.out_dtype(case.dtypes, case.params) if op.out_dtype else _alu_out(op, case)
@@ -316,16 +323,17 @@ def vjp(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) -> Outcome:
   idx = _float_tensor_inputs(op, case)
   if not idx: return Outcome(True, clauses)
   rng = np.random.default_rng(seed)
-  drawn = []
+  drawn, drawn_dts = [], []
 
   def cotangent_of(shapes, dts):
     drawn.extend(A.round_to(rng.standard_normal(s), dt).astype(NP[dt]) for s, dt in zip(shapes, dts))
+    drawn_dts.extend(dts)
     return drawn
   try: cotangents, out_dts, got = _impl_vjp(adapter, op, case, cotangent_of, idx)
   except Exception as e:
-    extra = _vjp_snippet(op, idx, drawn, ["float32"] * len(drawn)) if drawn else ""
+    extra = _vjp_snippet(adapter, op, idx, drawn, drawn_dts) if drawn else ""
     return _fail(op, clauses, f"gradient raised {type(e).__name__}: {e}", adapter, case, extra)
-  extra = _vjp_snippet(op, idx, cotangents, out_dts)
+  extra = _vjp_snippet(adapter, op, idx, cotangents, out_dts)
   want, vjp_fn, args = _torch_vjp(op, case, cotangents, idx)
   worst, used = 0.0, 0.0
   for k, (i, g, w) in enumerate(zip(idx, got, want)):
@@ -354,9 +362,11 @@ def _vjp_magnitude(op: Op, case: Case, i: int, cotangents: list[np.ndarray]) -> 
   return max(A.finite_max(c) for c in cotangents) * max([1.0] + [A.finite_max(x) for x in case.inputs])
 
 
-def _vjp_snippet(op: Op, idx: list[int], cotangents: list[np.ndarray], out_dts: list[str]) -> str:
+def _vjp_snippet(adapter: Adapter, op: Op, idx: list[int], cotangents: list[np.ndarray], out_dts: list[str]) -> str:
+  """The lines after the inputs of a VJP reproduction; the cotangents are made as the test made them
+  (`Adapter.repro_tensor`): an implementation may compute a different gradient for a constant cotangent."""
   names = [op.domain.inputs[i] for i in idx]
-  gs = ", ".join(f"Tensor(np.array({_literal(g)}), dtype={dt!r})" for g, dt in zip(cotangents, out_dts))
+  gs = ", ".join(adapter.repro_tensor(_array_source(g, dt), dt) for g, dt in zip(cotangents, out_dts))
   return (f"out = {op.call}\nouts = out if isinstance(out, (tuple, list)) else [out]\n"
           f"for out_, g_ in zip(outs, [{gs}]):\n"
           f"  print([d.numpy() for d in out_.gradient({', '.join(names)}, gradient=g_)])")
