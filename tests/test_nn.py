@@ -116,6 +116,30 @@ def test_conv_transpose2d_rejects_bad_arguments(kw):
     Tensor.ones(1, 4, 2, 2).conv_transpose2d(Tensor.ones(4, 1, 2, 2), **kw)
 
 
+@pytest.mark.parametrize("kw", [{"stride": 2, "output_padding": 1}, {"dilation": 2, "output_padding": 1},
+                                {"padding": 1}, {"stride": 2, "padding": 1, "dilation": 2, "output_padding": 1}])
+def test_conv_transpose2d_zeros_it_inserts_are_not_terms(kw):
+  """NN.CONV_TRANSPOSE: only the input's own products are summed, so an infinite weight facing a spread or padded
+  zero gives no NaN (torch); tinygrad 0.14 multiplies those zeros too (docs/tinygrad-conformance.md)."""
+  x = np.ones((1, 1, 2, 3), np.float32)
+  w = np.zeros((1, 1, 2, 3), np.float32)
+  w[0, 0, 1, 2] = -np.inf
+  got = Tensor(x).conv_transpose2d(Tensor(w), **kw).numpy()
+  want = F.conv_transpose2d(torch.tensor(x), torch.tensor(w), **kw).numpy()
+  assert np.isnan(want).sum() == 0 and np.isinf(want).any()
+  np.testing.assert_array_equal(got, want)
+
+
+def test_conv2d_padding_zeros_are_terms():
+  """NN.CONV: a padded zero is a term of the sum, so an infinite weight that reaches into the padding gives NaN
+  there (0 * inf, as torch); tinygrad 0.14 drops those products (docs/tinygrad-conformance.md)."""
+  x, w = np.ones((1, 1, 1, 2), np.float32), np.array([[[[0.0, -np.inf]]]], np.float32)
+  got = Tensor(x).conv2d(Tensor(w), padding=(0, 1)).numpy()
+  want = F.conv2d(torch.tensor(x), torch.tensor(w), padding=(0, 1)).numpy()
+  np.testing.assert_array_equal(got, want)
+  assert np.isnan(got[0, 0, 0, 2]) and (got[0, 0, 0, :2] == -np.inf).all()
+
+
 def test_conv_transpose2d_channel_mismatch():
   with pytest.raises(SpecError, match="NN.CONV_TRANSPOSE"):
     Tensor.ones(1, 3, 2, 2).conv_transpose2d(Tensor.ones(4, 1, 2, 2))
