@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from conformance.adapters.base import Adapter, load_adapter
 from conformance.report import ReportPlugin
@@ -25,6 +25,10 @@ settings.register_profile("ci", max_examples=6, deadline=None, derandomize=True,
 # ci-short: ci with half the examples, for a backend whose compiler takes about a second a kernel (PoCL on 2 cores),
 # so that CI can run every test there; the edge-case tables are not examples and run whole
 settings.register_profile("ci-short", parent=settings.get_profile("ci"), max_examples=3)
+# triage: ci without shrinking, for a first pass over an implementation that fails many tests: hypothesis spends up
+# to 5 minutes shrinking each failing test (most of a tinygrad run's 2 hours); failures report the first failing
+# example as found, not a minimal one
+settings.register_profile("triage", parent=settings.get_profile("ci"), phases=(Phase.explicit, Phase.generate))
 settings.register_profile("dev", max_examples=30, deadline=None, suppress_health_check=_QUIET, print_blob=True)
 settings.register_profile("thorough", max_examples=300, deadline=None, suppress_health_check=_QUIET,
                           print_blob=True)
