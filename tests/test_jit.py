@@ -8,7 +8,7 @@ import pytest
 
 import refimpl.engine.jit as jitmod
 import refimpl.engine.realize as realize_mod
-import refimpl.tensor as tensor_mod
+import refimpl.tensor.core as tensor_mod
 from refimpl import Device, Tensor, TinyJit, dtypes
 from refimpl.helpers import SpecError
 

@@ -1,0 +1,170 @@
+"""Movement: reshape, expand, permute, pad, shrink, flip and what is built from them (transpose, squeeze,
+cat, stack, split, repeat, ...). Each is a RESHAPE/EXPAND/PERMUTE/PAD/SHRINK/FLIP node (spec/uop.md)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+
+from refimpl.dtype import least_upper_dtype
+from refimpl.helpers import SpecError
+from refimpl.uop import Ops
+from refimpl.uop.ops import UOp
+from refimpl.tensor.args import _axis, _shape_arg
+from refimpl.tensor.core import Tensor
+
+
+class MovementOps:
+  def reshape(self, *shape) -> Tensor:
+    """The same elements in row-major order under a new shape (one entry may be -1)."""
+    shape = _shape_arg(shape)
+    if shape.count(-1) > 1: raise SpecError("UOP.RESHAPE", f"only one -1 allowed in {shape}")
+    if -1 in shape:
+      known = math.prod(s for s in shape if s != -1)
+      if known == 0 or self.numel() % known: raise SpecError("UOP.RESHAPE", f"cannot reshape {self.shape} to {shape}")
+      shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+    return self if shape == self.shape else self._mov(Ops.RESHAPE, shape)
+
+  def expand(self, *shape) -> Tensor:
+    """Broadcast size-1 axes (and new leading axes) to `shape`; -1 keeps an axis."""
+    shape = _shape_arg(shape)
+    shape = tuple(s if n == -1 else n for s, n in zip((1,) * (len(shape) - self.ndim) + self.shape, shape))
+    t = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
+    return t if shape == t.shape else t._mov(Ops.EXPAND, shape)
+
+  def permute(self, *order) -> Tensor:
+    """Reorder the axes."""
+    order = tuple(a % self.ndim for a in _shape_arg(order)) if self.ndim else ()
+    return self if order == tuple(range(self.ndim)) else self._mov(Ops.PERMUTE, order)
+
+  def pad(self, padding: Sequence[tuple[int, int]]) -> Tensor:
+    """Pad each axis with (before, after) zeros."""
+    padding = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+    if any(b < 0 or a < 0 for b, a in padding): raise SpecError("UOP.PAD", f"negative padding {padding}")
+    return self if all(p == (0, 0) for p in padding) else self._mov(Ops.PAD, padding)
+
+  def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> Tensor:
+    """Keep [start, end) of each axis (None keeps the whole axis)."""
+    bounds = tuple((0, n) if b is None else (int(b[0]), int(b[1])) for b, n in zip(bounds, self.shape))
+    return self if all(b == (0, n) for b, n in zip(bounds, self.shape)) else self._mov(Ops.SHRINK, bounds)
+
+  def flip(self, axis) -> Tensor:
+    """Reverse the order along `axis`."""
+    axes = {a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis)}
+    return self._mov(Ops.FLIP, tuple(i in axes for i in range(self.ndim)))
+
+  def transpose(self, a: int = 1, b: int = 0) -> Tensor:
+    """Swap axes a and b."""
+    order = list(range(self.ndim))
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+
+  @property
+  def T(self) -> Tensor:
+    """The transpose of axes 0 and 1."""
+    return self.transpose()
+
+  def view(self, *shape) -> Tensor:
+    """Same as reshape (every tensor here is a lazy view)."""
+    return self.reshape(*shape)
+
+  def expand_as(self, other: Tensor) -> Tensor:
+    """Broadcast to `other`'s shape."""
+    return self.expand(other.shape)
+
+  def contiguous(self) -> Tensor:
+    """The same values, materialized in their own buffer when realized (CONTIGUOUS)."""
+    return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+
+  def squeeze(self, dim=None) -> Tensor:
+    """Drop size-1 axes: all of them, or those of `dim` (an int or tuple); a named axis of another size stays."""
+    if dim is None: drop = {i for i, n in enumerate(self.shape) if n == 1}
+    else: drop = {d for d in (_axis(a, self.ndim) for a in ((dim,) if isinstance(dim, int) else dim))
+                  if self.shape[d] == 1} if self.ndim else set()
+    return self.reshape(tuple(n for i, n in enumerate(self.shape) if i not in drop))
+
+  def unsqueeze(self, dim: int) -> Tensor:
+    """Insert a size-1 axis at `dim` (negative counts from the end of the result)."""
+    d = _axis(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge axes start_dim..end_dim into one (a 0-d tensor becomes shape (1,), as in torch)."""
+    if self.ndim == 0: return self.reshape(1)
+    s, e = _axis(start_dim, self.ndim), _axis(end_dim, self.ndim)
+    return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+  def unflatten(self, dim: int, sizes) -> Tensor:
+    """Split axis `dim` into `sizes` (one entry may be -1, inferred from that axis alone as torch does, so that a
+    0-size axis elsewhere does not make it ambiguous)."""
+    d = _axis(dim, self.ndim)
+    sizes = tuple(sizes)
+    if sizes.count(-1) == 1:
+      known = math.prod(s for s in sizes if s != -1)
+      if known == 0 or self.shape[d] % known:
+        raise SpecError("UOP.RESHAPE", f"cannot unflatten axis of size {self.shape[d]} into {sizes}")
+      sizes = tuple(self.shape[d] // known if s == -1 else s for s in sizes)
+    return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
+
+  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    """Concatenate along `dim`; dtypes promote together (DT.PROMOTE). Each piece is padded to the full length and
+    selected with a padded mask (WHERE), not added, so that -0.0 and NaN pass through unchanged."""
+    ts = (self, *args)
+    d = _axis(dim, self.ndim)
+    for t in ts:
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise SpecError("UOP.PAD", f"cat: shapes {[t.shape for t in ts]} differ outside dim {d}")
+    dt = least_upper_dtype(*(t.dtype for t in ts))
+    total = sum(t.shape[d] for t in ts)
+    pieces, off = [], 0
+    for t in ts:
+      if t.shape[d]: pieces.append((t.cast(dt), off))
+      off += t.shape[d]
+    if not pieces: return ts[0].cast(dt).reshape(ts[0].shape[:d] + (0,) + ts[0].shape[d + 1:])
+    out = None
+    for t, off in pieces:
+      pad = tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(t.ndim))
+      p = t.pad(pad)
+      if out is None: out = p
+      else: out = Tensor.full(t.shape, True, device=t.device).pad(pad).where(p, out)
+    return out
+
+  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    """Join equal-shape tensors along a new axis `dim`."""
+    d = _axis(dim, self.ndim + 1)
+    return Tensor.cat(*(t.unsqueeze(d) for t in (self, *args)), dim=d)
+
+  def split(self, sizes, dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces along `dim`: of `sizes` each (an int; the last may be shorter) or of the listed sizes."""
+    d = _axis(dim, self.ndim)
+    n = self.shape[d]
+    if isinstance(sizes, int): sizes = [min(sizes, n - i) for i in range(0, n, sizes)] if n else [0]
+    if sum(sizes) != n: raise SpecError("UOP.SHRINK", f"split sizes {sizes} do not add up to {n}")
+    offs = [sum(sizes[:i]) for i in range(len(sizes))]
+    return tuple(self.shrink(tuple((o, o + s) if i == d else None for i in range(self.ndim)))
+                 for o, s in zip(offs, sizes))
+
+  def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """At most `chunks` pieces of ceil(n / chunks) along `dim` (torch.chunk)."""
+    n = self.shape[_axis(dim, self.ndim)]
+    return self.split(max(1, -(-n // chunks)), dim)
+
+  def repeat(self, repeats, *args) -> Tensor:
+    """Tile: axis i repeated repeats[i] times (torch.Tensor.repeat; extra leading repeats add axes)."""
+    reps = _shape_arg((repeats, *args) if args else (repeats,) if isinstance(repeats, int) else (repeats,))
+    if len(reps) < self.ndim: raise SpecError("UOP.EXPAND", f"repeat: {len(reps)} repeats for {self.ndim} dims")
+    shape = (1,) * (len(reps) - self.ndim) + self.shape
+    # interleave a broadcast axis before each axis: (r0, s0, r1, s1, ...) then merge the pairs
+    x = self.reshape(tuple(v for n in shape for v in (1, n)))
+    x = x.expand(tuple(v for r, n in zip(reps, shape) for v in (r, n)))
+    return x.reshape(tuple(r * n for r, n in zip(reps, shape)))
+
+  def _stride(self, ax: int, step: int) -> Tensor:
+    """Every `step`-th element of axis `ax`, starting with the first: pad to a multiple, split, keep column 0."""
+    if step == 1: return self
+    n = self.shape[ax]
+    cnt = -(-n // step)
+    x = self.pad(tuple((0, cnt * step - n) if i == ax else (0, 0) for i in range(self.ndim)))
+    x = x.reshape(self.shape[:ax] + (cnt, step) + self.shape[ax + 1:])
+    x = x.shrink(tuple((0, 1) if i == ax + 1 else None for i in range(x.ndim)))
+    return x.reshape(self.shape[:ax] + (cnt,) + self.shape[ax + 1:])
