@@ -23,5 +23,10 @@ DESCRIPTIVE: dict[str, str] = {
   "ACC.MEASURE.scale": _CHECKER + " (S, computed with torch autograd by conformance/properties.py)",
   "ACC.RANGE": "the input domains the suite draws from (Domain.limit and Op.grad_domain in conformance/catalogue): a "
                "rule of the sampling, applied by every property test",
+  "TENSOR.MODEL": "what a Tensor-level clause says: a rule of how spec/tensor*.md is written",
+  "TENSOR.ORACLE": "how the suite checks a Tensor-level op: a rule of the catalogue (conformance/catalogue), applied "
+                   "by every Tensor op's entry",
+  "TENSOR.COMPOSED": "how a composition's bound follows from its parts: a rule of spec/accuracy.md's tables, each of "
+                     "which is cited by the tests it bounds",
   "ACC.TABLE": "the heading of the bound tables; each row is a clause of its own, cited by the tests it bounds",
 }

@@ -23,7 +23,7 @@ ALU_OPS = sorted(GroupOp.ALU | {Ops.CAST, Ops.BITCAST}, key=lambda o: o.name)
 # A citation: a known prefix, a dot, then an upper-case first segment (IDs are OP.ADD, RW.SYM.add-zero, ...). The
 # look-behind keeps OP.ADD out of UOP.ADD. Templates such as f"OP.{op.name}" do not match (`{` is not a segment);
 # the per-op tests below cover what they expand to.
-PREFIXES = "DT|UOP|OP|RW|EXEC|DEV|ACC|GRAD|NN|OPTIM|STATE|JIT|CONF"
+PREFIXES = "DT|UOP|OP|RW|EXEC|DEV|ACC|GRAD|NN|OPTIM|STATE|JIT|CONF|TENSOR|API"
 CITATION = re.compile(rf"(?<![A-Za-z0-9_])(?:{PREFIXES})\.[A-Z][A-Za-z0-9_.\-]*")
 
 
