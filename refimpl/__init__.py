@@ -3,6 +3,6 @@
 from refimpl.dtype import dtypes, DType
 from refimpl.device import Device
 from refimpl.tensor import Tensor
-from refimpl.engine.jit import TinyJit
+from refimpl.jit import TinyJit
 
 __all__ = ["dtypes", "DType", "Device", "Tensor", "TinyJit"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import refimpl.engine.jit as jitmod
+import refimpl.jit as jitmod
 import refimpl.engine.realize as realize_mod
 import refimpl.tensor.core as tensor_mod
 from refimpl import Device, Tensor, TinyJit, dtypes
@@ -372,3 +372,9 @@ def test_other_device_and_device_change():
     assert got.tobytes() == f_reduce(Tensor(a, device="CPU"), Tensor(b, device="CPU")).numpy().tobytes()
   with pytest.raises(SpecError, match="args\\[0\\] changed device: captured with 'CPU', called with 'PYTHON'"):
     jitted(Tensor(a, device="PYTHON"), Tensor(b, device="CPU"))
+
+
+def test_import_paths():
+  """`from refimpl import TinyJit` and older tinygrad's module path `refimpl.jit` name the same class."""
+  from refimpl.jit import TinyJit as old_path
+  assert old_path is TinyJit and TinyJit.__module__ == "refimpl.jit"

@@ -1,234 +1,125 @@
-"""TinyJit: record the kernel launches of a function once, then replay them on new inputs (spec/jit.md, JIT.*).
+"""The buffer side of TinyJit (spec/jit.md, JIT.*): recording the kernel launches of a call, replaying them on other
+buffers, and the checks that need only buffers and launches.
 
-Call 1 runs the function as usual, so its kernels compile. Call 2 runs it again while every launch made by a realize
-is recorded (JIT.CAPTURE). From call 3 on the Python function does not run: the recorded launches run again in order,
-with the buffers of the new call's tensor arguments in place of those of the capturing call (JIT.REPLAY), and the
-same result objects come back holding the new values (JIT.OUTPUTS: results alias between calls, as in tinygrad)."""
+The Tensor-facing TinyJit (arguments and results, realize, results that alias arguments) is refimpl/jit.py, above
+this layer: the engine never imports the Tensor (DESIGN.md, "Layers and who may import whom")."""
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
-import time
-from typing import Any, Callable
-
-import numpy as np
 
 from refimpl.device import Buffer, Device
-from refimpl.engine import realize as engine   # the module itself: TinyJit switches its `capture` list on and off
+from refimpl.engine import realize as engine   # the module itself: a Recording switches its `capture` list on and off
 from refimpl.engine.realize import KernelLaunch, buffers
 from refimpl.engine.schedule import new_buffer
-from refimpl.helpers import SpecError, getenv
-from refimpl.tensor import Tensor
+from refimpl.helpers import SpecError
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 
 
-class TinyJit:
-  """Wrap `fxn` (a function of Tensors and other values that returns Tensors, possibly in lists, tuples or dicts) so
-  that from its third call on it runs as a replay of the kernels its second call launched (JIT.CALLS).
+class Recording:
+  """A context in which every kernel launch (and copy between devices) is also appended to `launches` (JIT.CAPTURE).
 
-  `cnt` counts calls since the last `reset()`; `captured` is the tuple of recorded launches (None before call 2).
-  Results of a replay are the very Tensor objects of the capturing call: a later call overwrites them (JIT.OUTPUTS)."""
+  Recordings nest: a TinyJit called inside another's capture hands its launches on to the outer recording when its
+  block ends without an error. `in_bufs` are the call's argument buffers; with the buffers that exist when the
+  recording starts they are what `host_data` treats as known."""
 
-  def __init__(self, fxn: Callable):
-    self.fxn = fxn
-    functools.update_wrapper(self, fxn)
-    self.reset()
+  def __init__(self, in_bufs: list[Buffer]):
+    self.launches: list[KernelLaunch] = []
+    self._existing = list(buffers.values())   # strong references, so that no new buffer can reuse one of these ids
+    self._known = {id(b) for b in self._existing} | {id(b) for b in in_bufs}
+    self._outer: list[KernelLaunch] | None = None
 
-  def reset(self) -> None:
-    """Drop the capture: the next call runs the function as a first call again (JIT.CALLS)."""
-    self.cnt = 0
-    self.captured: tuple[KernelLaunch, ...] | None = None
-    self._inputs: list[tuple[str, tuple[int, ...], Any, str]] = []   # (where, shape, dtype, device) per tensor argument
-    self._static: dict[str, Any] = {}                                # where -> value of each non-tensor argument
-    self._in_bufs: list[Buffer] = []                                 # the capturing call's input buffers, in order
-    self._fixed: set[int] = set()       # ids of buffers the launches use that are not inputs: the same on every replay
-    self._aliased: list[tuple[Tensor, int]] = []   # results that view the buffer of tensor argument i (JIT.OUTPUTS)
-    self._ret: Any = None
-    self._host_data: list[tuple] = []   # (dtype, size, bytes) of the host data call 1 used (JIT.CAPTURE)
+  def __enter__(self) -> Recording:
+    self._outer, engine.capture = engine.capture, self.launches
+    return self
 
-  def __get__(self, obj, objtype=None):
-    """Used as a method decorator: the instance becomes the first, non-tensor, argument (JIT.INPUTS)."""
-    return self if obj is None else functools.partial(self.__call__, obj)
+  def __exit__(self, exc_type, *_) -> None:
+    engine.capture = self._outer
+    if exc_type is None and self._outer is not None: self._outer.extend(self.launches)
 
-  def __call__(self, *args, **kwargs):
-    leaves = _leaves(args, "args") + _leaves(dict(sorted(kwargs.items())), "kwargs")
-    tensors = [(where, v) for where, v in leaves if isinstance(v, Tensor)]
-    static = {where: v for where, v in leaves if not isinstance(v, Tensor)}
-    if self.cnt >= 2: self._check(tensors, static)   # before anything runs
-    _realize([t for _, t in tensors if not _is_buffer(t.uop)])   # JIT.INPUTS: every tensor argument is a buffer
-    if self.cnt >= 2: return self._replay(tensors)
-    in_bufs = [buffers[_buffer_node(t.uop)] for _, t in tensors]
-    if self.cnt == 1: _check_distinct(tensors, in_bufs)
-    ret, launches, host = self._run(args, kwargs, in_bufs, capturing=self.cnt == 1)
-    if self.cnt == 0:
-      self._host_data = [_contents(b) for b in host]   # compared with the capturing call's (JIT.CAPTURE)
-      self.cnt = 1
-      return ret
-    return self._capture(ret, launches, host, tensors, in_bufs, static)
+  def host_data(self, results: list[Buffer], capturing: bool) -> list[Buffer]:
+    """JIT.CAPTURE: in order of first use, the buffers that the launches read or the results hold that were not
+    known and that no earlier launch wrote: data copied in from the host during the call. Such a buffer that a launch
+    overwrites (an assign into it) could not be replayed at all: the replay would start from the overwritten values;
+    when `capturing`, that is an error."""
+    fresh: dict[int, Buffer] = {}
+    written: set[int] = set()
+    for ln in self.launches:
+      out = id(ln.out)
+      if capturing and (out in fresh or (ln.overwrites and out not in self._known and out not in written)):
+        raise SpecError("JIT.CAPTURE", f"kernel {ln.name} overwrites data copied in from the host during the call (an "
+                        "assign into a Tensor built inside the function): a replay would start from the overwritten "
+                        "values. Pass that Tensor as an argument, or create it before the first call")
+      for b in ln.bufs:
+        if b is not ln.out and b.size and id(b) not in self._known and id(b) not in written: fresh.setdefault(id(b), b)
+      written.add(out)
+    for b in results:
+      if b.size and id(b) not in self._known and id(b) not in written: fresh.setdefault(id(b), b)
+    return list(fresh.values())
 
-  def _run(self, args, kwargs, in_bufs: list[Buffer], capturing: bool) -> tuple[Any, list[KernelLaunch], list[Buffer]]:
-    """Run the function and realize its results (JIT.OUTPUTS) while recording every launch; also the buffers of host
-    data that the call made and used (JIT.CAPTURE)."""
-    existing = list(buffers.values())   # strong references, so that no new buffer can reuse one of these ids
-    outer, launches = engine.capture, []
-    engine.capture = launches
-    try:
-      ret = self.fxn(*args, **kwargs)
-      results = [t for _, t in _leaves(ret, "result") if isinstance(t, Tensor)]
-      _realize(results)
-    finally:
-      engine.capture = outer
-    if outer is not None: outer.extend(launches)   # a TinyJit run inside another's capture: the outer one keeps it
-    known = {id(b) for b in existing} | {id(b) for b in in_bufs}
-    return ret, launches, _host_data(launches, [buffers[_buffer_node(t.uop)] for t in results], known, capturing)
 
-  # ---- call 2: capture ----
-  def _capture(self, ret, launches: list[KernelLaunch], host: list[Buffer], tensors: list[tuple[str, Tensor]],
-               in_bufs: list[Buffer], static: dict[str, Any]):
-    # JIT.CAPTURE: host data the replays will reuse must be the same on every call; the first two calls must agree
-    now = [_contents(b) for b in host]
-    if now != self._host_data:
-      raise SpecError("JIT.CAPTURE", f"the function builds tensors from host data (a list or numpy array, rand or "
-                      f"randn; in refimpl also arange and eye) that differ between the first call and the capturing "
-                      f"call ({len(self._host_data)} and {len(now)} such buffers); a replay would reuse the capturing "
-                      "call's data. Pass such data as a Tensor argument, or create it before the first call")
-    index = {id(b): i for i, b in enumerate(in_bufs)}
-    aliased: list[tuple[Tensor, int]] = []
+class KernelReplay:
+  """The launches of a capturing call, to be run again with other buffers in place of its argument buffers
+  `in_bufs` (JIT.REPLAY). Every other buffer the launches use (state, constants, intermediates) is fixed: the same
+  on every replay."""
 
-    def own(where: str, t: Tensor) -> Tensor:
-      b = buffers[_buffer_node(t.uop)]
-      if id(b) not in index: return t
-      fresh = Tensor(t.uop)   # a result that is (a view of) an argument: each replay points it at the new argument
-      aliased.append((fresh, index[id(b)]))
-      return fresh
-    ret = _map_tensors(ret, "result", own)
+  def __init__(self, launches: list[KernelLaunch], in_bufs: list[Buffer]):
+    self.launches = tuple(launches)
+    self.in_bufs = in_bufs
+    self._fixed = {id(b) for ln in launches for b in ln.bufs} - {id(b) for b in in_bufs}
 
-    self._inputs = [(where, t.shape, t.dtype, t.device) for where, t in tensors]
-    self._static = {where: _snapshot(v) for where, v in static.items()}
-    self._in_bufs = in_bufs
-    self._fixed = {id(b) for ln in launches for b in ln.bufs} - set(index)
-    self._aliased, self._ret = aliased, ret
-    self.captured = tuple(launches)
-    self.cnt = 2
-    if getenv("DEBUG", 0) >= 1: print(f"JIT captured {len(launches)} kernels with {len(in_bufs)} inputs")
-    return ret
-
-  # ---- calls 3+: replay ----
-  def _check(self, tensors: list[tuple[str, Tensor]], static: dict[str, Any]) -> None:
-    """JIT.INPUTS: the call has the tensor arguments (where, shape, dtype, device) and non-tensor values of the
-    capturing call."""
-    was, now = [w for w, *_ in self._inputs], [w for w, _ in tensors]
-    if was != now:
-      raise SpecError("JIT.INPUTS", f"the tensor arguments changed: captured with {len(was)} "
-                      f"({', '.join(was) or 'none'}), called with {len(now)} ({', '.join(now) or 'none'})")
-    for (where, t), (_, shape, dtype, device) in zip(tensors, self._inputs):
-      for what, old, new in (("shape", shape, t.shape), ("dtype", dtype, t.dtype), ("device", device, t.device)):
-        if old != new:
-          raise SpecError("JIT.INPUTS", f"tensor argument {where} changed {what}: captured with {old!r}, called with "
-                          f"{new!r}; the captured kernels are specialised to it (reset() the jit or use another one)")
-    if static.keys() != self._static.keys():
-      raise SpecError("JIT.INPUTS", f"the non-tensor arguments changed: captured with {sorted(self._static)}, called "
-                      f"with {sorted(static)}")
-    for where, v in static.items():
-      if not _same(self._static[where], v):
-        raise SpecError("JIT.INPUTS", f"non-tensor argument {where} is {v!r}, it was {self._static[where]!r} when the "
-                        "call was captured: non-tensor values are baked into the captured kernels (pass it as a "
-                        "Tensor, or reset() the jit)")
-
-  def _replay(self, tensors: list[tuple[str, Tensor]]):
-    nodes: list[UOp] = []
+  def __call__(self, nodes: list[UOp]) -> list[UOp]:
+    """Run the launches on the buffers of BUFFER `nodes`, one per argument buffer, in order; returns the nodes used,
+    where a node that would alias (JIT.ALIAS) is replaced by a private copy."""
+    used: list[UOp] = []
     seen: set[int] = set()
-    for _, t in tensors:
-      node = _buffer_node(t.uop)
+    for node in nodes:
       # JIT.ALIAS: a buffer the launches also use otherwise (an earlier result fed back in, state) or a repeated
       # argument would alias two slots; a private copy gives the values the argument had at the call
-      if id(buffers[node]) in self._fixed or id(buffers[node]) in seen: node = _copy_of(node)
+      if id(buffers[node]) in self._fixed or id(buffers[node]) in seen: node = copy_of(node)
       seen.add(id(buffers[node]))
-      nodes.append(node)
-    swap = {id(old): buffers[node] for old, node in zip(self._in_bufs, nodes)}
-    st = time.perf_counter()
-    for ln in self.captured or ():
+      used.append(node)
+    swap = {id(old): buffers[node] for old, node in zip(self.in_bufs, used)}
+    for ln in self.launches:
       bufs, out = tuple(swap.get(id(b), b) for b in ln.bufs), swap.get(id(ln.out), ln.out)
       ln.run(bufs)   # a launch, or a copy between devices (EXEC.SCHED.copy): both are recorded and replayed
       if engine.capture is not None:   # replayed inside another TinyJit's capture: the outer one records it too
         engine.capture.append(dataclasses.replace(ln, bufs=bufs, out=out))
-    for out, i in self._aliased: out.uop = nodes[i] if out.uop.op is Ops.BUFFER else out.uop.replace(src=(nodes[i],))
-    self.cnt += 1
-    if getenv("DEBUG", 0) >= 1:
-      print(f"JIT replayed {len(self.captured or ())} kernels in {(time.perf_counter() - st) * 1e3:.2f} ms")
-    return self._ret
+    return used
 
 
-# ---- helpers ----
-def _leaves(value, where: str) -> list[tuple[str, Any]]:
-  """(where, leaf) for every leaf of nested lists, tuples and dicts, e.g. ('args[1][0]', tensor)."""
-  if isinstance(value, (list, tuple)): return [x for i, v in enumerate(value) for x in _leaves(v, f"{where}[{i}]")]
-  if isinstance(value, dict): return [x for k, v in value.items() for x in _leaves(v, f"{where}[{k!r}]")]
-  return [(where, value)]
-
-
-def _map_tensors(value, where: str, fn: Callable[[str, Tensor], Tensor]):
-  """`value` with every Tensor leaf t (found as for _leaves) replaced by fn(where, t)."""
-  if isinstance(value, Tensor): return fn(where, value)
-  if isinstance(value, (list, tuple)):
-    items = [_map_tensors(v, f"{where}[{i}]", fn) for i, v in enumerate(value)]
-    return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)   # namedtuples take fields
-  if isinstance(value, dict): return {k: _map_tensors(v, f"{where}[{k!r}]", fn) for k, v in value.items()}
-  return value
-
-
-def _check_distinct(tensors: list[tuple[str, Tensor]], in_bufs: list[Buffer]) -> None:
-  """JIT.INPUTS: the capturing call's tensor arguments have distinct buffers."""
+def check_distinct(wheres: list[str], in_bufs: list[Buffer]) -> None:
+  """JIT.INPUTS: the capturing call's arguments (named by `wheres`) have distinct buffers."""
   first: dict[int, str] = {}
-  for (where, _), b in zip(tensors, in_bufs):
+  for where, b in zip(wheres, in_bufs):
     if id(b) in first:
       raise SpecError("JIT.INPUTS", f"{where} shares its buffer with {first[id(b)]} in the capturing call: the "
                       "captured kernels would read one buffer for both; pass distinct tensors (e.g. x.contiguous())")
     first[id(b)] = where
 
 
-def _host_data(launches: list[KernelLaunch], results: list[Buffer], known: set[int], capturing: bool) -> list[Buffer]:
-  """JIT.CAPTURE: in order of first use, the buffers that the launches read or the results hold that are not in
-  `known` (existing before the call, or arguments) and that no earlier launch wrote: data copied in from the host
-  during the call. Such a buffer that a launch overwrites (an assign into it) could not be replayed at all: the
-  replay would start from the overwritten values; when `capturing`, that is an error."""
-  fresh: dict[int, Buffer] = {}
-  written: set[int] = set()
-  for ln in launches:
-    overwritten = id(ln.out) in fresh or (ln.overwrites and id(ln.out) not in known and id(ln.out) not in written)
-    if capturing and overwritten:
-      raise SpecError("JIT.CAPTURE", f"kernel {ln.name} overwrites data copied in from the host during the call (an "
-                      "assign into a Tensor built inside the function): a replay would start from the overwritten "
-                      "values. Pass that Tensor as an argument, or create it before the first call")
-    for b in ln.bufs:
-      if b is not ln.out and b.size and id(b) not in known and id(b) not in written: fresh.setdefault(id(b), b)
-    written.add(id(ln.out))
-  for b in results:
-    if b.size and id(b) not in known and id(b) not in written: fresh.setdefault(id(b), b)
-  return list(fresh.values())
-
-
-def _contents(b: Buffer) -> tuple:
+def contents(b: Buffer) -> tuple:
+  """What a buffer holds, comparable between calls: (dtype, size, bytes)."""
   return b.dtype, b.size, Device[b.device].copyout(b)
 
 
-def _realize(tensors: list[Tensor]) -> None:
-  if tensors: tensors[0].realize(*tensors[1:])
-
-
-def _is_buffer(u: UOp) -> bool:
+def is_buffer(u: UOp) -> bool:
+  """Whether `u` is the graph of a realized tensor: a BUFFER, or a RESHAPE of one."""
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
-def _buffer_node(u: UOp) -> UOp:
-  """The BUFFER under a realized tensor (BUFFER or RESHAPE(BUFFER))."""
-  if not _is_buffer(u): raise SpecError("JIT.INPUTS", f"expected a realized tensor, got a {u.op!r} graph")
+def buffer_node(u: UOp) -> UOp:
+  """The BUFFER under a realized tensor's graph (BUFFER or RESHAPE(BUFFER))."""
+  if not is_buffer(u): raise SpecError("JIT.INPUTS", f"expected a realized tensor, got a {u.op!r} graph")
   return u if u.op is Ops.BUFFER else u.src[0]
 
 
-def _copy_of(node: UOp) -> UOp:
+def buffer_of(u: UOp) -> Buffer:
+  """The device buffer under a realized tensor's graph."""
+  return buffers[buffer_node(u)]
+
+
+def copy_of(node: UOp) -> UOp:
   """A new BUFFER node holding a copy of `node`'s data (DEV.COPY)."""
   src = buffers[node]
   dev = Device[src.device]
@@ -236,19 +127,3 @@ def _copy_of(node: UOp) -> UOp:
   buffers[new] = dev.alloc(src.size, src.dtype)
   dev.copyin(buffers[new], dev.copyout(src))
   return new
-
-
-def _snapshot(v):
-  """A non-tensor argument as it was at capture: numpy arrays are copied, so later changes in place are seen."""
-  return v.copy() if isinstance(v, np.ndarray) else v
-
-
-def _same(a, b) -> bool:
-  """Whether two non-tensor arguments are the same value (objects without a value equality compare by identity)."""
-  if a is b: return True
-  if type(a) is not type(b): return False
-  if isinstance(a, np.ndarray):
-    return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
-  if isinstance(a, float) and math.isnan(a): return math.isnan(b)
-  try: return bool(a == b)
-  except Exception: return False

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from refimpl.dtype import dtypes, ConstType, PtrDType
-from refimpl.uop import Ops
+from refimpl.uop.opcodes import Ops
 
 if TYPE_CHECKING: from refimpl.uop.ops import UOp
 

@@ -12,9 +12,11 @@ from typing import Any, Callable, Iterator
 
 from refimpl.dtype import DType, dtypes, ConstType
 from refimpl.helpers import SpecError
-from refimpl.uop import Ops, GroupOp
+from refimpl.uop.bounds import min_max
+from refimpl.uop.opcodes import Ops, GroupOp
+from refimpl.uop.shapes import shape_of
 
-__all__ = ["UOp", "UPat", "PatternMatcher", "Rule", "graph_rewrite", "RewriteLoopError"]
+__all__ = ["UOp", "UPat", "PatternMatcher", "Rule", "graph_rewrite", "RewriteLoopError", "install_simplifier"]
 
 
 def _arg_key(arg: Any) -> Any:
@@ -183,22 +185,31 @@ class UOp(metaclass=_UOpMeta):
   def _min_max(self) -> tuple[ConstType, ConstType]:
     """Bounds [vmin, vmax] on every value this node can take (RW.BOUNDS). Sound by construction: an interval
     that would leave the dtype's range (where arithmetic wraps) widens to the whole range."""
-    from refimpl.uop.bounds import min_max
     return min_max(self)
 
   @functools.cached_property
   def shape(self) -> tuple[int, ...]:
     """The shape of a tensor-level node (refimpl/uop/shapes.py)."""
-    from refimpl.uop.shapes import shape_of
     return shape_of(self)
 
   def simplify(self) -> UOp:
     """This graph rewritten to a fixpoint by the symbolic rules of spec/rewrites.md."""
-    from refimpl.uop.symbolic import symbolic
-    return graph_rewrite(self, symbolic)
+    if _simplifier is None: raise RuntimeError("no symbolic rules installed: import refimpl.uop, which installs them")
+    return graph_rewrite(self, _simplifier)
 
   # ---- printing ----
   def __repr__(self) -> str: return _pretty(self)
+
+
+# The rules UOp.simplify applies. They are made of UOps and UPats, so they live above this module (symbolic.py); the
+# package refimpl.uop installs them once both are built, and importing any module of refimpl.uop runs that first.
+_simplifier: PatternMatcher | None = None
+
+
+def install_simplifier(pm: PatternMatcher) -> None:
+  """Make `pm` the rules of UOp.simplify (called once, by refimpl/uop/__init__.py)."""
+  global _simplifier
+  _simplifier = pm
 
 
 def _pretty(root: UOp) -> str:

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from refimpl.dtype import DType, dtypes, ConstType
-from refimpl.uop import Ops, GroupOp
+from refimpl.uop.opcodes import Ops, GroupOp
 from refimpl.uop.ops import UOp, UPat, Rule
+from refimpl.uop.semantics import exec_alu
 
 # ---- dtype classes a rule may apply to ----
 SINTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
@@ -238,7 +239,6 @@ class SymRule:
 
   def evaluate(self, values: dict[str, ConstType], bounds: dict[str, tuple[int, int]], T: DType):
     """(guard holds, lhs value, rhs value) for concrete `values` of the leaves and `bounds` of the Vars."""
-    from refimpl.uop.semantics import exec_alu
     env = {"dmin": dtypes.min(T), "dmax": dtypes.max(T)}
     for name, (a, b) in bounds.items(): env[f"lo:{name}"], env[f"hi:{name}"] = a, b
     for name, v in values.items(): env[f"val:{name}"] = v
@@ -276,7 +276,6 @@ def _build(t: Term, b: dict[str, UOp], T: DType) -> UOp:
 
 def fold_constants(node: UOp) -> UOp:
   """`node` itself, or the CONST it evaluates to when it is an ALU op on CONSTs (RW.FOLD.const)."""
-  from refimpl.uop.semantics import exec_alu
   if node.op in GroupOp.Elementwise and node.src and all(s.op is Ops.CONST for s in node.src) and \
      node.dtype.count == 1:
     value = exec_alu(node.op, node.dtype, tuple(s.arg for s in node.src), node.src[-1].dtype)

@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from refimpl.dtype import ConstType, DType, dtypes, round_float, wrap_int
 from refimpl.helpers import SpecError
-from refimpl.uop import GroupOp, Ops
+from refimpl.uop.opcodes import GroupOp, Ops
 
 __all__ = ["ALU_DTYPES", "alu_result_dtype", "exec_alu"]
 

@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from refimpl.helpers import SpecError
-from refimpl.uop import Ops, GroupOp
+from refimpl.uop.opcodes import Ops, GroupOp
 
 if TYPE_CHECKING: from refimpl.uop.ops import UOp
 

@@ -8,7 +8,7 @@ What is deliberately absent, because it is false for some float input: x*0 -> 0 
 from __future__ import annotations
 
 from refimpl.dtype import dtypes, can_lossless_cast
-from refimpl.uop import Ops, GroupOp
+from refimpl.uop.opcodes import Ops, GroupOp
 from refimpl.uop.ops import UOp, UPat, PatternMatcher, Rule
 from refimpl.uop.rules import (SymRule, Var, CVar, Lit, LoOf, where, lo, hi, val, DMIN, DMAX, INTS, SINTS, FLOATS,
                                BOOL, fold_constants)

@@ -15,7 +15,8 @@ from typing import Any, Callable, NoReturn
 
 from refimpl.dtype import DType, PtrDType, dtypes
 from refimpl.helpers import SpecError
-from refimpl.uop import GroupOp, Ops, UOp
+from refimpl.uop.opcodes import GroupOp, Ops
+from refimpl.uop.ops import UOp
 from refimpl.uop.semantics import ALU_DTYPES, alu_result_dtype
 
 __all__ = ["verify", "verify_ok", "CHECKS"]
