@@ -212,3 +212,10 @@ def test_typing_only_imports_make_no_cycle():
   files["refimpl.uop.b"] = ("def h():\n  from refimpl.uop.a import g\n", False)
   assert [str(i) for i in foundation_acyclic(all_imports(files))] in (["refimpl.uop.b:2 imports refimpl.uop.a"],
                                                                      ["refimpl.uop.a:1 imports refimpl.uop.b"])
+
+
+def test_tensor_modules_stay_short():
+  """DESIGN.md: the Tensor is written by op family, each module a few hundred lines; none may pass 600 (issue 15)."""
+  long = {p.name: n for p in sorted((ROOT / "refimpl" / "tensor").glob("*.py"))
+          if (n := len(p.read_text().splitlines())) > 600}
+  assert not long, f"refimpl/tensor modules over 600 lines: {long} (split the family)"
