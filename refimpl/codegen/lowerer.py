@@ -14,7 +14,7 @@ import math
 from refimpl.dtype import dtypes
 from refimpl.helpers import SpecError
 from refimpl.uop import Ops, GroupOp
-from refimpl.uop.ops import UOp, UPat, PatternMatcher, graph_rewrite
+from refimpl.uop.ops import UOp, graph_rewrite
 from refimpl.uop.symbolic import symbolic
 
 INDEX_DTYPE = dtypes.int32
@@ -137,7 +137,8 @@ def finish(stores: list[UOp]) -> tuple[UOp, tuple[int, ...]]:
   for each slot the AST slot it came from."""
   sink = graph_rewrite(UOp(Ops.SINK, dtypes.void, tuple(stores)), symbolic, name="lower")
   used = sorted((u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+  # one pass: a rewrite to a fixed point would map slot 3 to 2, then that 2 (the same hash-consed node as the old
+  # slot 2) to 1, merging slots
   renumber = {g: g.replace(arg=i) for i, g in enumerate(used) if g.arg != i}
-  if renumber: sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.DEFINE_GLOBAL, name="g"),
-                                                            lambda g: renumber.get(g))]), name="renumber slots")
+  if renumber: sink = sink.substitute(renumber)
   return sink, tuple(g.arg for g in used)

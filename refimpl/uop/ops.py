@@ -78,6 +78,18 @@ class UOp(metaclass=_UOpMeta):
     fields = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg, **kwargs}
     return UOp(fields["op"], fields["dtype"], fields["src"], fields["arg"])
 
+  def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+    """This graph with every node that is a key of `mapping` replaced by its value, in one pass: a value is not
+    looked up again, so a mapping may swap or shift nodes (renumbering slots 2 -> 1, 3 -> 2 keeps them apart, where
+    a rewrite to a fixed point would chain 3 -> 2 -> 1)."""
+    memo: dict[UOp, UOp] = {}
+    for u in self.toposort():
+      if u in mapping: memo[u] = mapping[u]
+      else:
+        src = tuple(memo[s] for s in u.src)
+        memo[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+    return memo[self]
+
   # ---- graph walks ----
   def toposort(self) -> list[UOp]:
     """Every node reachable from this one, each source before its users (iterative: deep graphs are fine)."""
