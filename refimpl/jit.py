@@ -31,8 +31,14 @@ class TinyJit:
   `cnt` counts calls since the last `reset()`; `captured` is the tuple of recorded launches (None before call 2).
   Results of a replay are the very Tensor objects of the capturing call: a later call overwrites them (JIT.OUTPUTS)."""
 
-  def __init__(self, fxn: Callable):
-    self.fxn = fxn
+  def __new__(cls, fxn: Callable | None = None, prune: bool = False):
+    # JIT.DECORATOR: TinyJit() and TinyJit(prune=...) give a decorator (Python then skips __init__, as the result is
+    # not a TinyJit); TinyJit(fn) is the wrapper itself
+    if fxn is None: return lambda f: cls(f, prune=prune)
+    return super().__new__(cls)
+
+  def __init__(self, fxn: Callable | None = None, prune: bool = False):
+    self.fxn, self.prune = fxn, prune   # prune changes no value (JIT.DECORATOR): every captured kernel is replayed
     functools.update_wrapper(self, fxn)
     self.reset()
 

@@ -378,3 +378,17 @@ def test_import_paths():
   """`from refimpl import TinyJit` and older tinygrad's module path `refimpl.jit` name the same class."""
   from refimpl.jit import TinyJit as old_path
   assert old_path is TinyJit and TinyJit.__module__ == "refimpl.jit"
+
+
+def test_decorator_forms():
+  """JIT.DECORATOR: @TinyJit and @TinyJit(prune=True) wrap the function alike and give the same values."""
+  @TinyJit
+  def plain(x): return (x * 2 + 1).realize()
+  @TinyJit(prune=True)
+  def pruned(x): return (x * 2 + 1).realize()
+  assert isinstance(plain, TinyJit) and isinstance(pruned, TinyJit) and pruned.prune
+  for i in range(4):
+    x = Tensor([float(i), -1.0])
+    np.testing.assert_array_equal(plain(x).numpy(), [2 * i + 1, -1.0])
+    np.testing.assert_array_equal(pruned(x).numpy(), [2 * i + 1, -1.0])
+  assert pruned.cnt == 4
