@@ -8,6 +8,7 @@ float type (a float16/bfloat16/float32 value is a Python float that the narrower
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Union
 
@@ -153,6 +154,7 @@ class dtypes:
   def as_const(x: ConstType, dt: DType) -> ConstType:
     """Convert a Python number to the canonical value of `dt` exactly as CAST does (DT.CONST)."""
     dt = dt.scalar()
+    if type(x) not in (bool, int, float): x = py_scalar(x)   # np.int64(2**60 + 1) must round once, as its int
     if dt == dtypes.bool: return bool(x)
     if dt in _INTS:
       if isinstance(x, float):
@@ -261,10 +263,24 @@ def least_upper_float(dt: DType) -> DType:
   return dt if dtypes.is_float(dt) else dtypes.default_float
 
 
+def py_scalar(x) -> ConstType:
+  """The plain Python value a scalar stands for (DT.SCALAR-PROMOTE.python): bool, int and float themselves; a bool-like
+  (numpy's bool_) as bool, any other numbers.Integral (int subclasses, IntEnum members, numpy integers) as its int,
+  any other numbers.Real (float subclasses, numpy floats) as its float. Only the kind and the value count, never the
+  scalar's own width. Anything else is a TypeError naming the clause."""
+  if type(x) in (bool, int, float): return x
+  if isinstance(x, bool) or getattr(getattr(x, "dtype", None), "kind", None) == "b": return bool(x)
+  if isinstance(x, numbers.Integral): return int(x)
+  if isinstance(x, numbers.Real): return float(x)
+  raise TypeError(f"DT.SCALAR-PROMOTE.python: {type(x).__name__} is not a bool, integer or real scalar")
+
+
 def scalar_result_dtype(dt: DType, x: ConstType) -> DType:
   """The dtype of an op between a tensor of type `dt` and a Python scalar `x` (DT.SCALAR-PROMOTE).
   Python scalars are weak: the tensor's type wins unless the scalar is of a higher kind (bool < int < float),
-  in which case the result is that kind's default type."""
+  in which case the result is that kind's default type. numpy scalars, int subclasses and IntEnum members count
+  by the kind of the value they stand for (DT.SCALAR-PROMOTE.python)."""
+  x = py_scalar(x)
   kind = 0 if isinstance(x, bool) else 1 if isinstance(x, int) else 2
   if _KIND[dt.scalar()] >= kind: return dt
   return dtypes.default_int if kind == 1 else dtypes.default_float

@@ -57,6 +57,20 @@ def _pt(clauses, expr, inputs, wrt, want, g=None, rtol=0.0):
 
 
 _TIES = [[1, 3, 3], [2, 2, 2], [0.0, -0.0, -1]]
+
+
+def _order_point(n: int = 4, seed: int = 0):
+  """GRAD.MODEL.eval: float32 inputs x and cotangents g where RECIPROCAL's -g*(y*y) (the square first) and
+  (-g*y)*y differ, with the stated order's bits (numpy float32) as the expected gradient."""
+  rng = np.random.default_rng(seed)
+  x, g = rng.uniform(0.1, 8, 256).astype(np.float32), rng.uniform(-2, 2, 256).astype(np.float32)
+  y = np.float32(1) / x
+  stated, other = (-g) * (y * y), ((-g) * y) * y
+  i = np.flatnonzero(stated != other)[:n]
+  return x[i].tolist(), g[i].tolist(), stated[i].astype(np.float64).tolist()
+
+
+_ORDER_X, _ORDER_G, _ORDER_WANT = _order_point()
 SPECIAL = [
   _pt(("GRAD.FDIV.zero", "GRAD.FDIV"), "a / b", {"a": [1.0, 0.0], "b": [0.0, 0.0]}, ("a", "b"),
       [[INF, INF], [-INF, NAN]]),
@@ -75,6 +89,12 @@ SPECIAL = [
       [[0.0, 0.0, 0.0], [LN2, NAN, 0.0]], rtol=1e-6),
   _pt(("GRAD.POW.base-zero",), "a ** b", {"a": [0.0] * 6, "b": [2.0, 1.0, 0.5, 0.0, -0.5, -1.0]}, ("a", "b"),
       [[0.0, 1.0, INF, 0.0, -INF, -INF], [0.0, 0.0, 0.0, 0.0, -INF, -INF]]),
+  _pt(("GRAD.POW.base-zero",), "a ** b", {"a": [0.0, -0.0], "b": [NAN, NAN]}, ("a", "b"),
+      [[NAN, NAN], [NAN, NAN]]),
+  _pt(("GRAD.ABS", "GRAD.ABS.sign", "GRAD.ABS.zero", "GRAD.ABS.nan", "GRAD.MAX.tie", "GRAD.MAX.nan"), "x.abs()",
+      {"x": [0.0, -0.0, NAN, 2.0, -3.0, INF, -INF]}, ("x",), [[0.0, 0.0, 0.0, 1.0, -1.0, 1.0, -1.0]]),
+  _pt(("GRAD.ABS.zero",), "x.abs()", {"x": [0.0, -0.0, 1.0]}, ("x",), [[NAN, NAN, INF]], g=[INF, INF, INF]),
+  _pt(("GRAD.MODEL.eval", "GRAD.RECIPROCAL"), "x.reciprocal()", {"x": _ORDER_X}, ("x",), [_ORDER_WANT], g=_ORDER_G),
   _pt(("GRAD.POW.base-negative",), "a ** b", {"a": [-2.0, -2.0, -2.0], "b": [2.0, 3.0, 0.5]}, ("a", "b"),
       [[-4.0, 12.0, NAN], [NAN, NAN, NAN]], rtol=1e-6),
   _pt(("GRAD.WHERE", "GRAD.NONDIFF.none"), "c.where(a, b)", {"c": ([False, True], "bool"), "a": [INF, 1.0],
