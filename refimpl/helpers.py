@@ -22,7 +22,7 @@ def _environ(key: str, default: Any) -> Any:
 
 
 def getenv(key: str, default: Any = 0) -> Any:
-  """An environment knob (DEBUG, NOOPT, SANITIZE, ...) converted to the type of `default` (CTX.GETENV). Read from
+  """An environment knob (DEBUG, NOOPT, SANITIZE, ...) converted to the type of `default` (API.GETENV). Read from
   the environment once per (key, default) and cached; `Context` changes the environment and clears the cache."""
   return _environ(key, default)
 
@@ -31,7 +31,7 @@ getenv.cache_clear = _environ.cache_clear   # tinygrad's getenv is a functools.c
 
 
 class Context(contextlib.ContextDecorator):
-  """Set knobs for a block (CTX.CONTEXT): `with Context(DEBUG=2, NOOPT=1): ...` or as a decorator. Each knob is
+  """Set knobs for a block (API.CONTEXT): `with Context(DEBUG=2, NOOPT=1): ...` or as a decorator. Each knob is
   an environment variable for the length of the block, so every reader sees it, whether it reads through getenv
   (whose cache is cleared on entry and exit) or the environment directly; on exit the previous values come back
   (unset ones are unset again), also when the block raises. Not thread-safe: the environment is the process's."""
@@ -39,7 +39,7 @@ class Context(contextlib.ContextDecorator):
   def __init__(self, **kwargs):
     for k, v in kwargs.items():
       if not isinstance(v, (bool, int, str)):
-        raise SpecError("CTX.CONTEXT", f"knob {k}={v!r}: a knob's value is an int, bool or str")
+        raise SpecError("API.CONTEXT", f"knob {k}={v!r}: a knob's value is an int, bool or str")
     self.kwargs = kwargs
 
   def __enter__(self):
@@ -57,7 +57,7 @@ class Context(contextlib.ContextDecorator):
 
 
 class GlobalCounters:
-  """What realize ran since the last reset (CTX.COUNTERS): `kernel_count` programs launched, `global_ops` their ALU
+  """What realize ran since the last reset (API.COUNTERS): `kernel_count` programs launched, `global_ops` their ALU
   operations, `global_mem` the bytes of the buffers they took, `time_sum_s` the seconds spent launching them and
   copying between devices. Class attributes, as in tinygrad; `reset()` sets all four to 0."""
   global_ops: ClassVar[int] = 0
@@ -67,6 +67,6 @@ class GlobalCounters:
 
   @staticmethod
   def reset() -> None:
-    """Set the counters back to 0 (CTX.COUNTERS)."""
+    """Set the counters back to 0 (API.COUNTERS)."""
     GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.kernel_count = 0, 0, 0
     GlobalCounters.time_sum_s = 0.0

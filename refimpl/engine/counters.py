@@ -1,4 +1,4 @@
-"""What GlobalCounters counts for one launch (CTX.COUNTERS): the ALU operations a linear program executes and the
+"""What GlobalCounters counts for one launch (API.COUNTERS): the ALU operations a linear program executes and the
 bytes of the buffers it takes."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from refimpl.uop.ops import UOp
 
 @functools.lru_cache(maxsize=4096)
 def program_ops(prog: LinearProgram) -> int:
-  """CTX.COUNTERS.ops: each ALU op of the program (a vector op counts once per lane) times the threads of the launch
+  """API.COUNTERS.ops: each ALU op of the program (a vector op counts once per lane) times the threads of the launch
   and the trip counts of the RANGEs around it. Address arithmetic (what only feeds INDEX offsets, RANGE and SPECIAL
   sizes) is not counted; an op under IF counts as if every thread ran it. A RANGE whose size is not a CONST (a
   DEFINE_VAR bound) counts with its maximum."""

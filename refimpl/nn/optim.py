@@ -109,6 +109,8 @@ class LARS(Optimizer):
                device: str | None = None, fused: bool = False):
     if not momentum >= 0: raise SpecError("OPTIM.LARS", f"momentum must be >= 0, got {momentum}")
     super().__init__(params, lr, device, fused)
+    if ns_coefficients and any(t.ndim == 0 for t in self.params):
+      raise SpecError("OPTIM.MUON", "Newton-Schulz needs parameters of at least one dimension, got a 0-d one")
     self.momentum, self.wd, self.ns_steps, self.ns_coefficients = momentum, weight_decay, ns_steps, ns_coefficients
     self.nesterov, self.classic, self.pre_wd, self.tcoef = nesterov, classic, pre_wd, tcoef
     self.b = [self._new_state(t) for t in self.params] if momentum else []
@@ -128,7 +130,9 @@ class LARS(Optimizer):
       if self.ns_coefficients:                               # OPTIM.MUON: per parameter, as a matrix (rows, rest)
         g = g.reshape(g.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients).reshape(g.shape)
       if not self.classic: g = _scaled(g, r, lr)
-      if not self.pre_wd and self.wd: g = g + self.wd * lr * t   # OPTIM.MUON.weight_decay: after the momentum
+      # OPTIM.MUON.weight_decay: after the momentum; lr * t first, so a float64 parameter's decay is not rounded to
+      # the float32 of the lr tensor (tinygrad's wd * lr is)
+      if not self.pre_wd and self.wd: g = g + (t * lr) * self.wd
       new.append(t - g)
     return new
 
