@@ -7,6 +7,7 @@ import weakref
 from dataclasses import dataclass, field
 
 from refimpl.codegen.search import build_program, choose_opts
+from refimpl.engine import counters
 from refimpl.device import Buffer, Device, LinearProgram
 from refimpl.helpers import getenv
 from refimpl.uop import Ops
@@ -30,11 +31,14 @@ class KernelLaunch:
   out: Buffer
   overwrites: bool = False
   vals: dict[str, int] = field(default_factory=dict)
+  ops: int = 0   # the program's ALU operations, as GlobalCounters counts them (API.COUNTERS)
 
   def run(self, bufs: tuple[Buffer, ...]) -> None:
     """Launch the program again (or copy again) on `bufs`, buffers like the recorded ones (JIT.REPLAY)."""
+    st = time.perf_counter()
     if self.compiled is None: copy_buffer(bufs[0], bufs[1])
     else: Device[self.device].launch(self.compiled, list(bufs), self.vals or None)
+    counters.record(None if self.compiled is None else self.ops, tuple(bufs), time.perf_counter() - st)
 
 
 # TinyJit sets this to a list while it captures a call; every launch is then also appended to it (JIT.CAPTURE)
@@ -85,9 +89,12 @@ def run_kernels(kernels: list[UOp]) -> None:
     else:
       prog, compiled, slots = compile_kernel(device, k)
       call_bufs = tuple(bufs[s] for s in slots)
+      st = time.perf_counter()   # API.COUNTERS: time_sum_s counts the launch, not the compilation
       Device[device].launch(compiled, list(call_bufs))
+    ops = None if k.arg.is_copy else counters.program_ops(prog)
+    counters.record(ops, call_bufs, time.perf_counter() - st)   # API.COUNTERS
     if capture is not None:
-      capture.append(KernelLaunch(k.arg.name, device, compiled, call_bufs, bufs[0], k.arg.in_place))
+      capture.append(KernelLaunch(k.arg.name, device, compiled, call_bufs, bufs[0], k.arg.in_place, ops=ops or 0))
     if debug >= 2:
       print(f"{device:8s} kernel {k.arg.name:24s} {len(bufs)} buffers  {(time.perf_counter() - st) * 1e3:8.3f} ms")
   if debug >= 1 and kernels:

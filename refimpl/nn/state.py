@@ -1,17 +1,25 @@
 """Model state (spec/state.md): naming a model's tensors, loading values into them, and the safetensors file format.
 
 API names and behaviour follow tinygrad's `nn.state`: `get_state_dict get_parameters load_state_dict safe_save
-safe_load safe_load_metadata`. Data moves as raw bytes between files and device buffers (no value conversion, no
-kernel), which is what makes saving and loading exact to the bit (STATE.LOAD.exact).
+safe_load safe_load_metadata TensorIO accept_filename tar_extract zip_extract torch_load` (torch files:
+torch_load.py). Data moves as raw bytes between files and device buffers (no value conversion, no kernel), which
+is what makes saving and loading exact to the bit (STATE.LOAD.exact).
 """
 from __future__ import annotations
 
+import functools
+import io
 import json
 import math
 import os
+import pathlib
 import sys
+import tarfile
 import time
 import types
+import zipfile
+import zlib
+from typing import Callable
 
 import numpy as np
 
@@ -20,12 +28,14 @@ from refimpl.dtype import DType, dtypes
 from refimpl.engine.realize import buffer_for
 from refimpl.engine.schedule import new_buffer
 from refimpl.helpers import SpecError
+from refimpl.nn.torch_load import torch_load_bytes
 from refimpl.tensor import Tensor
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata",
-           "safe_dtypes", "inverse_safe_dtypes"]
+           "safe_dtypes", "inverse_safe_dtypes", "TensorIO", "accept_filename", "tar_extract", "zip_extract",
+           "torch_load"]
 
 # STATE.SAFETENSORS.dtype: the file's dtype codes
 safe_dtypes: dict[str, DType] = {
@@ -70,11 +80,11 @@ def get_parameters(obj) -> list[Tensor]:
   return list(seen.values())
 
 
-def load_state_dict(model, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False,
+def load_state_dict(model, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = True,
                     consume: bool = False, realize: bool = True) -> list[Tensor]:
   """Write the values of `state_dict` into the tensors of `model`, keeping the model's Tensor objects
   (STATE.LOAD.identity); returns the model tensors written. All checks come first and a failure raises one SpecError
-  that lists every problem (STATE.LOAD.atomic)."""
+  that lists every problem (STATE.LOAD.atomic). `verbose` prints one summary line (STATE.LOAD.verbose)."""
   start = time.perf_counter()
   targets = get_state_dict(model)
   values = _checked_values(targets, state_dict, strict)
@@ -86,7 +96,7 @@ def load_state_dict(model, state_dict: dict[str, Tensor], strict: bool = True, v
     if consume: del state_dict[name]   # STATE.LOAD.consume
     loaded.append(target)
     nbytes += target.numel() * target.dtype.itemsize
-  if verbose:
+  if verbose:   # STATE.LOAD.verbose: one line per call
     print(f"load_state_dict: {len(loaded)} tensors ({in_place} written in place with Tensor.assign), {nbytes} bytes "
           f"in {(time.perf_counter() - start) * 1e3:.1f} ms")
   return loaded
@@ -181,8 +191,8 @@ def _swap_to(data: bytes | memoryview, dtype: DType) -> bytes | memoryview:
 
 # ---- safetensors: writing ----
 
-def safe_save(tensors: dict[str, Tensor], path, metadata: dict[str, str] | None = None) -> None:
-  """Write `tensors` (name -> Tensor) to the safetensors file `path`, with optional string metadata
+def safe_save(tensors: dict[str, Tensor], fn, metadata: dict[str, str] | None = None) -> None:
+  """Write `tensors` (name -> Tensor) to the safetensors file `fn`, with optional string metadata
   (STATE.SAFETENSORS.save). Everything is checked before the file is opened."""
   header: dict[str, object] = {}
   if metadata:
@@ -202,7 +212,7 @@ def safe_save(tensors: dict[str, Tensor], path, metadata: dict[str, str] | None 
   text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
   text += b" " * (-len(text) % 8)   # STATE.SAFETENSORS.header: pad in bytes, so the data area starts 8-aligned
   blobs = [_swap_to(_tensor_bytes(t), t.dtype) for t in tensors.values()]   # realize all before writing anything
-  with open(os.fspath(path), "wb") as f:
+  with open(os.fspath(fn), "wb") as f:
     f.write(len(text).to_bytes(8, "little"))   # STATE.SAFETENSORS.layout
     f.write(text)
     for blob in blobs: f.write(blob)
@@ -215,18 +225,19 @@ def _check_metadata(metadata) -> None:
 
 # ---- safetensors: reading ----
 
-def safe_load_metadata(path_or_bytes) -> tuple[Tensor, int, dict]:
+def safe_load_metadata(t) -> tuple[Tensor, int, dict]:
   """(the whole file as a 1-d uint8 tensor, where the data area starts, the parsed header with `__metadata__`), as
-  tinygrad returns it; the header is checked in full (STATE.SAFETENSORS.load)."""
-  raw = _file_bytes(path_or_bytes)
+  tinygrad returns it; `t` is a path, the file's bytes or a 1-d uint8 Tensor of them; the header is checked in full
+  (STATE.SAFETENSORS.load)."""
+  raw = _file_bytes(t)
   start, header = _parse(raw)
   return _from_bytes(raw, dtypes.uint8, (len(raw),)), start, header
 
 
-def safe_load(path_or_bytes) -> dict[str, Tensor]:
-  """The tensors of a safetensors file (a path, or its bytes), by name in header order, each holding the file's
-  exact bits on the default device (STATE.SAFETENSORS.load)."""
-  raw = _file_bytes(path_or_bytes)
+def safe_load(fn) -> dict[str, Tensor]:
+  """The tensors of a safetensors file (a path, its bytes, or a 1-d uint8 Tensor of them), by name in header order,
+  each holding the file's exact bits on the default device (STATE.SAFETENSORS.load)."""
+  raw = _file_bytes(fn)
   start, header = _parse(raw)
   out: dict[str, Tensor] = {}
   for name, entry in header.items():
@@ -312,3 +323,92 @@ def _check_entry(name: str, entry, data_len: int) -> tuple[int, int]:
     raise SpecError("STATE.SAFETENSORS.shape", f"tensor {name!r} of shape {shape} and dtype {code} needs "
                     f"{math.prod(shape) * safe_dtypes[code].itemsize} bytes, its data_offsets give {end - begin}")
   return begin, end
+
+
+# ---- files as tensors: TensorIO, archives, torch files ----
+
+class TensorIO(io.RawIOBase):
+  """A read-only, seekable binary file over the bytes of a 1-d uint8 tensor (STATE.IO): what zipfile, tarfile and
+  pickle read. The tensor's bytes are copied out of the device once, at the first read."""
+
+  def __init__(self, t: Tensor):
+    if not isinstance(t, Tensor) or t.ndim != 1 or t.dtype != dtypes.uint8:
+      raise SpecError("STATE.IO", f"TensorIO needs a 1-d uint8 Tensor, got {getattr(t, 'shape', t)!r} "
+                      f"{getattr(t, 'dtype', '')!r}")
+    super().__init__()
+    self._tensor, self._position, self._data = t, 0, None
+
+  def _bytes(self) -> bytes:
+    if self._data is None: self._data = _tensor_bytes(self._tensor)
+    return self._data
+
+  def readable(self) -> bool: return True
+  def seekable(self) -> bool: return True
+  def writable(self) -> bool: return False
+
+  def readinto(self, buffer) -> int:
+    """Copy up to len(buffer) bytes from the current position; 0 at the end."""
+    chunk = self._bytes()[self._position:self._position + len(buffer)]
+    memoryview(buffer).cast("B")[:len(chunk)] = chunk
+    self._position += len(chunk)
+    return len(chunk)
+
+  def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+    """Move to offset (from the start, the current position or the end), clamped to [0, size]."""
+    base = (0, self._position, len(self._tensor))[whence]
+    self._position = min(len(self._tensor), max(0, base + offset))
+    return self._position
+
+  def tell(self) -> int: return self._position
+
+
+def accept_filename(func: Callable) -> Callable:
+  """Decorate a function of a 1-d uint8 Tensor so it also takes a path (str or pathlib.Path), whose bytes become that
+  tensor on the default device (STATE.IO.filename)."""
+  @functools.wraps(func)
+  def wrapper(fn):
+    if isinstance(fn, Tensor): return func(fn)
+    with open(os.fspath(pathlib.Path(fn)), "rb") as f: raw = f.read()
+    return func(_from_bytes(raw, dtypes.uint8, (len(raw),)))
+  return wrapper
+
+
+@accept_filename
+def tar_extract(t: Tensor) -> dict[str, Tensor]:
+  """The regular files of a tar archive, name -> 1-d uint8 tensor of the file's bytes (a slice of `t`)
+  (STATE.ARCHIVE.tar)."""
+  try:
+    with tarfile.open(fileobj=TensorIO(t), mode="r") as tar:
+      return {m.name: t[m.offset_data:m.offset_data + m.size] for m in tar if m.isreg()}
+  except tarfile.TarError as e: raise SpecError("STATE.ARCHIVE.tar", f"not a readable tar archive: {e}") from None
+
+
+@accept_filename
+def zip_extract(t: Tensor) -> dict[str, Tensor]:
+  """The files of a zip archive, name -> 1-d uint8 tensor of the file's bytes: a slice of `t` for a stored file, the
+  decompressed bytes for a deflated one; other compressions are refused (STATE.ARCHIVE.zip)."""
+  raw = TensorIO(t)
+  try: archive = zipfile.ZipFile(raw, "r")
+  except zipfile.BadZipFile as e: raise SpecError("STATE.ARCHIVE.zip", f"not a zip archive: {e}") from None
+  data, files = raw._bytes(), {}
+  with archive:
+    for info in archive.infolist():
+      # the data starts after the local header: 30 bytes, then the name and the extra field, whose lengths the
+      # local header holds (they may differ from the central directory's)
+      name_len, extra_len = int.from_bytes(data[info.header_offset + 26:info.header_offset + 28], "little"), \
+        int.from_bytes(data[info.header_offset + 28:info.header_offset + 30], "little")
+      start = info.header_offset + 30 + name_len + extra_len
+      body = t[start:start + info.compress_size]
+      if info.compress_type == zipfile.ZIP_STORED: files[info.filename] = body
+      elif info.compress_type == zipfile.ZIP_DEFLATED:
+        out = zlib.decompress(data[start:start + info.compress_size], -15)
+        files[info.filename] = _from_bytes(out, dtypes.uint8, (len(out),))
+      else: raise SpecError("STATE.ARCHIVE.zip", f"{info.filename}: compression {info.compress_type} is not read")
+  return files
+
+
+@accept_filename
+def torch_load(t: Tensor) -> dict[str, Tensor]:
+  """The state dict of a torch .pth file (torch.save's zip format or its legacy format), without torch: every
+  tensor a realized Tensor with torch's dtype, shape and values (STATE.TORCH)."""
+  return torch_load_bytes(TensorIO(t)._bytes())

@@ -79,3 +79,21 @@ class LinalgOps:
     rest = [k for k in range(self.ndim) if k not in (i, j)]
     x = self.permute(rest + [i, j]).reshape(*(self.shape[k] for k in rest), n * n)
     return x._stride(x.ndim - 1, n + 1)
+
+  def newton_schulz(self, steps: int, params: tuple[float, ...], eps: float = 1.0e-7) -> Tensor:
+    """`steps` Newton-Schulz iterations with the odd polynomial of coefficients `params` on the matrices of the last
+    two axes, after scaling each to Frobenius norm just under 1 (TENSOR.NEWTON_SCHULZ); Muon's orthogonalization."""
+    if self.ndim < 2: raise SpecError("TENSOR.NEWTON_SCHULZ", f"needs a tensor of at least 2 dims, got {self.shape}")
+    if len(params) == 0: raise SpecError("TENSOR.NEWTON_SCHULZ", "params needs at least one coefficient")
+    if steps < 0: raise SpecError("TENSOR.NEWTON_SCHULZ", f"steps must be >= 0, got {steps}")
+    if self.shape[-2] > self.shape[-1]:   # TENSOR.NEWTON_SCHULZ.tall: iterate on the wide transpose
+      return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    g = self / ((self * self).sum(axis=(-2, -1), keepdim=True).sqrt() + eps)   # TENSOR.NEWTON_SCHULZ.scale
+    for _ in range(steps):   # g <- sum_i params[i] * (g g^T)^i g, summed in the order of params
+      gram = g @ g.transpose(-2, -1)
+      term, out = g, params[0] * g
+      for p in params[1:]:
+        term = gram @ term
+        out = out + p * term
+      g = out
+    return g

@@ -107,9 +107,12 @@ class UOp(metaclass=_UOpMeta):
 
   # ---- construction helpers ----
   @staticmethod
-  def const(dtype: DType, value: ConstType, device: str | None = None) -> UOp:
+  def const(dtype: DType, value: ConstType = None, device: str | None = None) -> UOp:
     """A CONST of `dtype` holding `value` converted exactly as CAST would (DT.CONST); with `device`, the
-    tensor-level form whose source is that DEVICE (UOP.CONST)."""
+    tensor-level form whose source is that DEVICE (UOP.CONST). tinygrad's order `UOp.const(value, dtype=None)` is
+    accepted too (API.UOP.const): a first argument that is not a DType is the value, of dtypes.from_py's dtype."""
+    if not isinstance(dtype, DType):
+      dtype, value = (value if value is not None else dtypes.from_py(dtype)), dtype
     src = (UOp(Ops.DEVICE, arg=device),) if device is not None else ()
     return UOp(Ops.CONST, dtype, src, dtypes.as_const(value, dtype))
 
@@ -121,6 +124,37 @@ class UOp(metaclass=_UOpMeta):
   def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.int32) -> UOp:
     """A symbolic integer variable known to lie in [vmin, vmax] (UOP.DEFINE_VAR)."""
     return UOp(Ops.DEFINE_VAR, dtype, arg=(name, vmin, vmax))
+
+  def bind(self, value: int) -> UOp:
+    """This DEFINE_VAR with `value` for one run (UOP.BIND); the value must lie in [min, max] (API.VARIABLE.bind)."""
+    if self.op is not Ops.DEFINE_VAR:
+      raise SpecError("API.VARIABLE.bind", f"only a variable can be bound, not {self.op}")
+    name, lo, hi = self.arg
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+      raise SpecError("API.VARIABLE.bind", f"{name}: {value!r} is not an int in [{lo}, {hi}]")
+    return UOp(Ops.BIND, self.dtype, (self, self.const_like(value)))
+
+  def unbind(self) -> tuple[UOp, int]:
+    """(the variable, its value) of a BIND (API.VARIABLE.bind)."""
+    if self.op is not Ops.BIND: raise SpecError("API.VARIABLE.bind", f"only a BIND can be unbound, not {self.op}")
+    return self.src[0], self.src[1].arg
+
+  def __int__(self) -> int:
+    """The value of an integer expression of CONSTs and bound variables (API.VARIABLE.value), so that a bound
+    variable can stand for a size or an int wherever Python takes one; TypeError for an unbound variable."""
+    from refimpl.uop.semantics import exec_alu
+    if not (dtypes.is_int(self.dtype) or dtypes.is_bool(self.dtype)) or self.dtype.count != 1:
+      raise TypeError(f"API.VARIABLE.value: a {self.dtype!r} expression is not an int")
+    def value(u: UOp):
+      if u.op is Ops.CONST: return u.arg
+      if u.op is Ops.BIND: return u.src[1].arg
+      if u.op in GroupOp.ALU or u.op is Ops.CAST:
+        return exec_alu(u.op, u.dtype, [value(s) for s in u.src], u.src[-1].dtype)
+      raise TypeError(f"API.VARIABLE.value: {u.op} {u.arg!r} has no value (an unbound variable or not arithmetic)")
+    try: return int(value(self))
+    except SpecError as e: raise TypeError(f"API.VARIABLE.value: {e} (pass int(v) where the int is computed)") from None
+
+  __index__ = __int__
 
   def sink(self, *srcs: UOp) -> UOp: return UOp(Ops.SINK, dtypes.void, (self, *srcs))
 
