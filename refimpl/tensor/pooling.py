@@ -152,7 +152,10 @@ class PoolingOps:
 def _linear_taps(n: int, out: int, align_corners: bool) -> tuple[list[int], list[int], list[Fraction]]:
   """For each output position: the two input neighbours and the exact weight of the second (TENSOR.INTERPOLATE.linear).
   The source coordinate is i*(n-1)/(out-1) with align_corners (0 for out = 1), else (i+1/2)*n/out - 1/2 raised to 0;
-  the second neighbour is the next element, or the first again at the last one (torch's rule)."""
+  the second neighbour is the next element, or the first again at the last one (torch's rule); an axis of unchanged
+  size takes each element as both neighbours."""
+  # an axis that keeps its size reads each element twice, x[i] * 1 + x[i] * 0 (torch's: an infinity gives NaN)
+  if n == out: return list(range(n)), list(range(n)), [Fraction(0)] * n
   lo, hi, w1 = [], [], []
   for i in range(out):
     if align_corners: src = Fraction(i * (n - 1), out - 1) if out > 1 else Fraction(0)

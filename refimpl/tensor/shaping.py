@@ -199,7 +199,9 @@ class ShapingOps:
     if n_ell < 0: raise SpecError("TENSOR.REARRANGE", f"{formula!r} names {len(lhs)} axes, the tensor has {self.ndim}")
     ell = [f"...{i}" for i in range(n_ell)]
     lhs = [g2 for g in lhs for g2 in ([[e] for e in ell] if g == ["..."] else [g])]
-    rhs = [[m for n in g for m in (ell if n == "..." else [n])] for g in rhs]
+    # a bare '...' on the right is one axis per ellipsis axis; inside a group it merges them
+    rhs = [g2 for g in rhs for g2 in ([[e] for e in ell] if g == ["..."] else
+                                       [[m for n in g for m in (ell if n == "..." else [n])]])]
     dims: dict[str, int] = {}
     for g, n in zip(lhs, self.shape):
       known = math.prod(sizes[k] for k in g if k in sizes)
