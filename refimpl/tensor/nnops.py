@@ -30,7 +30,8 @@ class NNOps:
     """Convolution (torch's cross-correlation) over the trailing spatial axes of (N, Cin, *spatial) with weight
     (Cout, Cin // groups, *kernel). padding is an int, one per spatial axis, or two per axis in tinygrad's order
     (last axis first: (left, right, top, bottom)). Built as im2col: pad, sliding windows by movement ops,
-    broadcast multiply with the weight and a sum over (Cin // groups, *kernel)."""
+    broadcast multiply with the weight and a sum over (Cin // groups, *kernel). A negative padding amount cuts that
+    side instead (TENSOR.CONV.negative-padding, through pad's TENSOR.PAD.negative)."""
     ks = weight.shape[2:]
     m = len(ks)
     bs, cin = self.shape[:2]

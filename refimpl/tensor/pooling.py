@@ -136,7 +136,7 @@ class PoolingOps:
     for ax in range(self.ndim - 1, self.ndim - len(size) - 1, -1):
       n, out = self.shape[ax], size[ax - self.ndim]
       along = tuple(out if i == ax else 1 for i in range(self.ndim))
-      if mode != "linear":
+      if mode != "linear":   # TENSOR.INTERPOLATE.nearest: the index quotient exactly
         half = Fraction(1, 2) if mode == "nearest-exact" else 0
         x = x._gather([ax], [Tensor([min(int((i + half) * n / out), n - 1) for i in range(out)], device=self.device)])
         continue

@@ -134,7 +134,8 @@ class ShapingOps:
 
   # ---- padding modes (called by MovementOps.pad) ----
   def _pad_constant(self, pads: tuple[tuple[int, int], ...], value) -> Tensor:
-    """Negative amounts cut (TENSOR.PAD.negative), the rest is filled with `value` cast to the dtype (DT.CONST).
+    """Negative amounts cut (TENSOR.PAD.negative), the rest is filled with `value` cast to the dtype (DT.CONST,
+    TENSOR.PAD.constant).
     A value other than +0 is put in by WHERE on a padded mask, so that it is exact whatever the value."""
     x = self._cut_negative(pads)
     pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
