@@ -143,11 +143,13 @@ class dtypes:
   def from_py(x) -> DType:
     """The dtype of a Python value: bool, default_int or default_float (DT.DEFAULT); lists take their widest."""
     if isinstance(x, bool): return dtypes.bool
-    if isinstance(x, int): return dtypes.default_int
+    # an int beyond default_int's range would wrap there: it takes int64, as torch's default (DT.DEFAULT.wide)
+    if isinstance(x, int):
+      di = dtypes.default_int
+      return di if dtypes.min(di) <= x <= dtypes.max(di) else dtypes.int64
     if isinstance(x, float): return dtypes.default_float
     if isinstance(x, (list, tuple)):
-      return max((dtypes.from_py(v) for v in x), key=lambda d: _KIND[d.scalar()] if d in _KIND else 0,
-                 default=dtypes.default_float)
+      return max((dtypes.from_py(v) for v in x), key=lambda d: (_KIND[d], d.itemsize), default=dtypes.default_float)
     raise TypeError(f"DT.DEFAULT: no dtype for Python value of type {type(x).__name__}")
 
   @staticmethod

@@ -13,10 +13,11 @@ from refimpl.tensor.core import Tensor
 class IndexingOps:
   def __getitem__(self, index) -> Tensor:
     """Basic indexing (ints, slices with any step, None, Ellipsis) by movement ops, and integer tensor (or list)
-    indices by a one-hot mask and a sum (torch's placement of the broadcast index dims). Out-of-range tensor
-    indices give 0 (torch raises)."""
+    indices by a one-hot mask and a sum (torch's placement of the broadcast index dims). Lists and tuples of ints
+    (or of int tensors) inside the index are tensor indices. Out-of-range tensor indices give 0 (torch raises)."""
     idx = list(index) if isinstance(index, tuple) else [index]
-    idx = [Tensor(i, device=self.device) if isinstance(i, (list, np.ndarray)) else i for i in idx]
+    # a list, tuple or array inside the index is an integer tensor index (TENSOR.GETITEM.sequence, torch's rule)
+    idx = [_as_index(i, self.device) if isinstance(i, (list, tuple, np.ndarray)) else i for i in idx]
     for i in idx:
       if not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor))) or isinstance(i, bool):
         raise TypeError(f"unsupported index {i!r}")
@@ -92,3 +93,12 @@ class IndexingOps:
     no = len(others)
     pos = axes[0] if axes == list(range(axes[0], axes[0] + k)) else 0
     return out.permute(list(range(pos)) + list(range(no, no + nb)) + list(range(pos, no)))
+
+
+def _as_index(seq, device: str) -> Tensor:
+  """A (nested) list or tuple of ints, or of int tensors, or a numpy array, as one integer tensor index."""
+  if isinstance(seq, (list, tuple)) and any(isinstance(v, (Tensor, list, tuple)) for v in seq):
+    parts = [v if isinstance(v, Tensor) else _as_index(v, device) if isinstance(v, (list, tuple))
+             else Tensor(v, device=device) for v in seq]
+    return Tensor.stack(*parts)
+  return Tensor(seq, device=device)

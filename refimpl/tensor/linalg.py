@@ -38,16 +38,25 @@ class LinalgOps:
 
   @staticmethod
   def einsum(formula: str, *operands, dtype: DTypeLike | None = None) -> Tensor:
-    """Einstein summation over letters (no '...'): a repeated letter within an operand takes its diagonal; each
-    operand is permuted and reshaped onto the sorted list of all letters, the operands are multiplied with
-    broadcasting, and the letters missing from the output are summed. Without '->' the output is the letters that
-    occur once, sorted (numpy/torch)."""
+    """Einstein summation over letters: a repeated letter within an operand takes its diagonal; each operand is
+    permuted and reshaped onto the sorted list of all letters, the operands are multiplied with broadcasting, and the
+    letters missing from the output are summed. Without '->' the output is the letters that occur once, sorted
+    (numpy/torch). '...' stands for an operand's unnamed axes, aligned from the right and broadcast across operands;
+    they come first in an implicit output (TENSOR.EINSUM.ellipsis)."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
     formula = formula.replace(" ", "")
     lhs, out = formula.split("->") if "->" in formula else (formula, None)
     ins = lhs.split(",")
     if len(ins) != len(operands): raise ValueError(f"einsum: {len(ins)} inputs in {formula!r}, {len(operands)} given")
-    if out is None: out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    # '...' becomes fresh letters (characters beyond ASCII, so no clash): the broadcast axes, right-aligned
+    n_ell = max((t.ndim - len(spec) + 3 for spec, t in zip(ins, operands) if "..." in spec), default=0)
+    if n_ell < 0: raise SpecError("TENSOR.EINSUM.ellipsis", f"einsum: {formula!r} names more axes than given")
+    ell = "".join(chr(0x100 + i) for i in range(n_ell))
+    ins = [spec.replace("...", ell[n_ell - (t.ndim - len(spec) + 3):]) if "..." in spec else spec
+           for spec, t in zip(ins, operands)]
+    lhs = ",".join(ins)
+    if out is None: out = ell + "".join(sorted(c for c in set(lhs) - {","} - set(ell) if lhs.count(c) == 1))
+    else: out = out.replace("...", ell)
     letters = sorted(set(lhs) - {","})
     sizes: dict[str, int] = {}
     terms = []

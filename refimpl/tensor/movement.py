@@ -15,8 +15,14 @@ from refimpl.tensor.core import Tensor
 
 
 class MovementOps:
-  def reshape(self, *shape) -> Tensor:
-    """The same elements in row-major order under a new shape (one entry may be -1)."""
+  def reshape(self, shape=(), *args) -> Tensor:
+    """The same elements in row-major order under a new shape: one entry may be -1 (inferred), and None keeps the
+    size of the axis at that position (TENSOR.RESHAPE.none, as tinygrad)."""
+    shape = tuple(shape) + args if isinstance(shape, (tuple, list)) else (shape, *args)
+    if any(s is None for s in shape):
+      if any(s is None and i >= self.ndim for i, s in enumerate(shape)):
+        raise SpecError("TENSOR.RESHAPE.none", f"None in {shape} at an axis that shape {self.shape} lacks")
+      shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
     shape = _shape_arg(shape)
     if shape.count(-1) > 1: raise SpecError("UOP.RESHAPE", f"only one -1 allowed in {shape}")
     if -1 in shape:
@@ -37,15 +43,22 @@ class MovementOps:
     order = tuple(a % self.ndim for a in _shape_arg(order)) if self.ndim else ()
     return self if order == tuple(range(self.ndim)) else self._mov(Ops.PERMUTE, order)
 
-  def pad(self, padding: Sequence[tuple[int, int]]) -> Tensor:
-    """Pad each axis with (before, after) zeros."""
-    padding = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
-    if any(b < 0 or a < 0 for b, a in padding): raise SpecError("UOP.PAD", f"negative padding {padding}")
-    return self if all(p == (0, 0) for p in padding) else self._mov(Ops.PAD, padding)
+  def pad(self, padding, mode: str = "constant", value=0.0) -> Tensor:
+    """Pad each axis by (before, after) elements: `padding` is one (before, after) pair or None per axis, or torch's
+    flat form (left, right, top, bottom, ...) for the last axes, last axis first (TENSOR.PAD). A negative amount
+    cuts. `mode` 'constant' fills with `value`; 'reflect', 'replicate' and 'circular' are torch's modes."""
+    pads = _pad_groups(padding, self.ndim)
+    if mode == "constant": return self._pad_constant(pads, value)
+    if mode in ("reflect", "replicate", "circular"): return self._pad_mode(pads, mode)
+    raise SpecError("TENSOR.PAD.mode", f"mode={mode!r} is not constant, reflect, replicate or circular")
 
-  def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> Tensor:
+  def _mov_pad(self, pads: tuple[tuple[int, int], ...]) -> Tensor:
+    """The PAD node itself: zeros around, amounts >= 0 (UOP.PAD)."""
+    return self if all(p == (0, 0) for p in pads) else self._mov(Ops.PAD, pads)
+
+  def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
     """Keep [start, end) of each axis (None keeps the whole axis)."""
-    bounds = tuple((0, n) if b is None else (int(b[0]), int(b[1])) for b, n in zip(bounds, self.shape))
+    bounds = tuple((0, n) if b is None else (int(b[0]), int(b[1])) for b, n in zip(arg, self.shape))
     return self if all(b == (0, n) for b, n in zip(bounds, self.shape)) else self._mov(Ops.SHRINK, bounds)
 
   def flip(self, axis) -> Tensor:
@@ -53,10 +66,10 @@ class MovementOps:
     axes = {a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis)}
     return self._mov(Ops.FLIP, tuple(i in axes for i in range(self.ndim)))
 
-  def transpose(self, a: int = 1, b: int = 0) -> Tensor:
-    """Swap axes a and b."""
+  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+    """Swap axes dim0 and dim1."""
     order = list(range(self.ndim))
-    order[a], order[b] = order[b], order[a]
+    order[dim0], order[dim1] = order[dim1], order[dim0]
     return self.permute(order)
 
   @property
@@ -64,9 +77,9 @@ class MovementOps:
     """The transpose of axes 0 and 1."""
     return self.transpose()
 
-  def view(self, *shape) -> Tensor:
+  def view(self, shape=(), *args) -> Tensor:
     """Same as reshape (every tensor here is a lazy view)."""
-    return self.reshape(*shape)
+    return self.reshape(shape, *args)
 
   def expand_as(self, other: Tensor) -> Tensor:
     """Broadcast to `other`'s shape."""
@@ -108,8 +121,10 @@ class MovementOps:
 
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
     """Concatenate along `dim`; dtypes promote together (DT.PROMOTE). Each piece is padded to the full length and
-    selected with a padded mask (WHERE), not added, so that -0.0 and NaN pass through unchanged."""
-    ts = (self, *args)
+    selected with a padded mask (WHERE), not added, so that -0.0 and NaN pass through unchanged. As tinygrad,
+    `Tensor.cat([a, b])` (a sequence first) is `a.cat(b)` (TENSOR.CAT.sequence)."""
+    ts = _tensors(self, args)
+    self = ts[0]
     d = _axis(dim, self.ndim)
     for t in ts:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
@@ -130,9 +145,12 @@ class MovementOps:
     return out
 
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-    """Join equal-shape tensors along a new axis `dim`."""
-    d = _axis(dim, self.ndim + 1)
-    return Tensor.cat(*(t.unsqueeze(d) for t in (self, *args)), dim=d)
+    """Join equal-shape tensors along a new axis `dim`; `Tensor.stack((a, b))` is `a.stack(b)` (TENSOR.CAT.sequence)."""
+    ts = _tensors(self, args)
+    if any(t.shape != ts[0].shape for t in ts):
+      raise SpecError("UOP.PAD", f"stack: shapes {[t.shape for t in ts]} differ")
+    d = _axis(dim, ts[0].ndim + 1)
+    return Tensor.cat(*(t.unsqueeze(d) for t in ts), dim=d)
 
   def split(self, sizes, dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces along `dim`: of `sizes` each (an int; the last may be shorter) or of the listed sizes."""
@@ -168,3 +186,25 @@ class MovementOps:
     x = x.reshape(self.shape[:ax] + (cnt, step) + self.shape[ax + 1:])
     x = x.shrink(tuple((0, 1) if i == ax + 1 else None for i in range(x.ndim)))
     return x.reshape(self.shape[:ax] + (cnt,) + self.shape[ax + 1:])
+
+
+def _tensors(first, rest) -> tuple[Tensor, ...]:
+  """cat/stack's operands: `first, *rest`, or the sequence `first` when it is one (and nothing follows it)."""
+  if isinstance(first, (list, tuple)):
+    if rest: raise SpecError("TENSOR.CAT.sequence", "give the tensors either as one sequence or one by one")
+    if not first: raise SpecError("TENSOR.CAT.sequence", "no tensors to join")
+    return tuple(first)
+  return (first, *rest)
+
+
+def _pad_groups(padding, ndim: int) -> tuple[tuple[int, int], ...]:
+  """A pad argument as one (before, after) pair per axis: grouped (a pair or None per axis) or torch's flat form
+  (pairs for the last axes, last axis first; TENSOR.PAD.flat)."""
+  padding = tuple(padding)
+  if all(isinstance(p, int) and not isinstance(p, bool) for p in padding) and padding:
+    if len(padding) % 2 or len(padding) > 2 * ndim:
+      raise SpecError("TENSOR.PAD.flat", f"flat padding {padding} needs an even count of at most {2 * ndim}")
+    pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
+    return ((0, 0),) * (ndim - len(pairs)) + tuple(pairs)
+  if len(padding) != ndim: raise SpecError("TENSOR.PAD", f"padding {padding} for {ndim} axes")
+  return tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)

@@ -1,4 +1,4 @@
-"""Neural-network functional ops: sliding windows, convolutions, pooling, attention, one_hot, dropout and
+"""Neural-network functional ops: sliding windows, convolutions, attention, one_hot, dropout and
 the normalisations (spec/nn.md)."""
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ import math
 from typing import Sequence
 
 
-from refimpl.dtype import DTypeLike, dtypes, least_upper_float, sum_acc_dtype
+from refimpl.dtype import DTypeLike, dtypes, least_upper_dtype, least_upper_float
 from refimpl.helpers import SpecError
-from refimpl.uop import Ops
-from refimpl.tensor.args import _BITS_INT, _axis, _conv_padding, _tuple
+from refimpl.tensor.args import _axis, _conv_padding, _tuple
 from refimpl.tensor.core import Tensor
 
 
@@ -31,7 +30,8 @@ class NNOps:
     """Convolution (torch's cross-correlation) over the trailing spatial axes of (N, Cin, *spatial) with weight
     (Cout, Cin // groups, *kernel). padding is an int, one per spatial axis, or two per axis in tinygrad's order
     (last axis first: (left, right, top, bottom)). Built as im2col: pad, sliding windows by movement ops,
-    broadcast multiply with the weight and a sum over (Cin // groups, *kernel)."""
+    broadcast multiply with the weight and a sum over (Cin // groups, *kernel). A negative padding amount cuts that
+    side instead (TENSOR.CONV.negative-padding, through pad's TENSOR.PAD.negative)."""
     ks = weight.shape[2:]
     m = len(ks)
     bs, cin = self.shape[:2]
@@ -59,74 +59,22 @@ class NNOps:
     out = out.reshape(bs, cout, *os)
     return out if bias is None else out + bias.reshape(1, -1, *((1,) * m))
 
-  def _pool_setup(self, kernel_size, stride, dilation, padding, ceil_mode):
-    ks = _tuple(kernel_size, 2)
-    m = len(ks)
-    st = _tuple(stride if stride is not None else ks, m)
-    dl = _tuple(dilation, m)
-    pads = _conv_padding(padding, m)
-    extra = []
-    for n, k, s, d, (pb, pa) in zip(self.shape[-m:], ks, st, dl, pads):
-      span = n + pb + pa - d * (k - 1) - 1
-      o = (-(-span // s) if ceil_mode else span // s) + 1
-      # torch (ceil_mode): the last window must start inside the input or the left padding
-      if ceil_mode and (o - 1) * s >= n + pb: o -= 1
-      extra.append(max(0, (o - 1) * s + d * (k - 1) + 1 - (n + pb + pa)))
-    return ks, st, dl, pads, extra
-
-  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False) -> Tensor:
-    """Max over windows of the trailing len(kernel_size) axes; padding counts as -inf (torch.nn.functional). For
-    floats the gradient goes, as torch's, wholly to the first maximum of a window (the last NaN if any), not split
-    among ties (GRAD.REDUCE.MAX.tie): the value is read back through a one-hot mask of that position."""
-    ks, st, dl, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode)
-    m = len(ks)
-    full = tuple((0, 0) for _ in range(self.ndim - m)) + tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
-    inside = Tensor.full(self.shape, True, device=self.device).pad(full)
-    x = inside.where(self.pad(full), dtypes.min(self.dtype))
-    w = x._pool(ks, st, dl)
-    if not dtypes.is_float(self.dtype): return w.max(tuple(range(-m, 0)))
-    w = w.reshape(w.shape[:-m] + (math.prod(ks),))
-    k = w.shape[-1]
-    # a padding position (-inf) never takes the gradient from an input -inf it ties with
-    hit = (w == w.max(-1, keepdim=True)) & inside._pool(ks, st, dl).reshape(w.shape)
-    nan = w.isnan()
-    down = Tensor.arange(k, 0, -1, device=self.device)   # counts down: the max over the hits marks the first
-    first = hit & (hit.where(down, 0).max(-1, keepdim=True) == down)
-    up = Tensor.arange(1, k + 1, device=self.device)
-    last_nan = nan & (nan.where(up, 0).max(-1, keepdim=True) == up)
-    one = nan.max(-1, keepdim=True).where(last_nan, first)
-    # one term, so the sums are exact; the bit pattern keeps the sign of a zero (as in _gather)
-    red = (w.ndim - 1,)
-    picked = one.where(w, 0)._reduce(Ops.ADD, red, False)
-    bits = one.where(w.bitcast(_BITS_INT[w.dtype.itemsize]), 0)._reduce(Ops.ADD, red, False).bitcast(w.dtype)
-    return (picked == 0).where(bits - (0 - picked), picked)
-
-  def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True) -> Tensor:
-    """Mean over windows of the trailing len(kernel_size) axes. The divisor is the window's count of input elements,
-    plus its explicit padding when count_include_pad; the extra right padding of ceil_mode is never counted (torch)."""
-    ks, st, dl, pads, extra = self._pool_setup(kernel_size, stride, dilation, padding, ceil_mode)
-    m = len(ks)
-    lead = tuple((0, 0) for _ in range(self.ndim - m))
-    full = lead + tuple((pb, pa + e) for (pb, pa), e in zip(pads, extra))
-    x = self.cast(least_upper_float(self.dtype))
-    # sum and divide in the accumulation type (DT.SUM), rounding to the dtype once at the end (as mean does)
-    sums = x.pad(full)._pool(ks, st, dl).sum(tuple(range(-m, 0)), dtype=sum_acc_dtype(x.dtype))
-    if count_include_pad:   # the explicit padding counts, the ceil_mode extra does not
-      ones = Tensor.full(tuple(n + pb + pa for n, (pb, pa) in zip(self.shape[-m:], pads)), 1.0, dtype=x.dtype,
-                         device=self.device).pad(tuple((0, e) for e in extra))
-    else: ones = Tensor.full(self.shape[-m:], 1.0, dtype=x.dtype, device=self.device).pad(full[-m:])
-    count = ones._pool(ks, st, dl).sum(tuple(range(-m, 0)))
-    return (sums / count).cast(x.dtype)
-
   # ---- nn functional (refimpl.nn) ----
   def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                   dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+                                   dropout_p: float = 0.0, is_causal: bool = False, enable_gqa: bool = False) -> Tensor:
     """softmax(self @ key^T / sqrt(d) + mask) @ value over the last two axes, as torch's function (NN.ATTENTION): a
-    bool mask keeps the positions where it is True, a float mask is added; `is_causal` keeps j <= i."""
+    bool mask keeps the positions where it is True, a float mask is added; `is_causal` keeps j <= i. enable_gqa
+    shares each key/value head among query heads (axis -3) by repeat_interleave (TENSOR.ATTENTION.gqa)."""
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
       raise SpecError("NN.ATTENTION", f"query, key and value need at least 2 axes, got {self.shape}, {key.shape}, "
                       f"{value.shape}")
+    if enable_gqa:
+      if min(self.ndim, key.ndim, value.ndim) < 3 or key.shape[-3] != value.shape[-3] or key.shape[-3] == 0 \
+         or self.shape[-3] % key.shape[-3]:
+        raise SpecError("TENSOR.ATTENTION.gqa", f"query heads {self.shape[-3:-2]} must be a multiple of the key and "
+                        f"value heads {key.shape[-3:-2]}, {value.shape[-3:-2]} (axis -3)")
+      group = self.shape[-3] // key.shape[-3]
+      key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
     if self.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
       raise SpecError("NN.ATTENTION", f"query {self.shape}, key {key.shape} and value {value.shape} do not fit")
     if is_causal:
@@ -230,6 +178,22 @@ class NNOps:
     centred = self - mean.detach()
     return (self - mean) * ((centred * centred).mean(axis, keepdim=True) + eps).rsqrt()
 
+  def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(||x||_p, eps) along `dim` (torch.nn.functional.normalize; TENSOR.NORMALIZE): the norm is
+    sum(|x|^p)^(1/p) (p = 1 and 2 without pow), p = inf the largest |x|, p = 0 the count of nonzeros. Computed in
+    float32 or wider and rounded once to the input's float dtype (ints: the default float)."""
+    out_dt = least_upper_float(self.dtype)
+    x = self.cast(least_upper_dtype(out_dt, dtypes.float32))
+    d = _axis(dim, self.ndim) if self.ndim else None
+    a = x.abs()
+    if p == 0: norm = (x != 0).sum(d, keepdim=True).cast(x.dtype)
+    elif p == math.inf: norm = a.max(d, keepdim=True)
+    elif p == 1: norm = a.sum(d, keepdim=True)
+    elif p == 2: norm = _safe_root((a * a).sum(d, keepdim=True), Tensor.sqrt)
+    elif p > 0: norm = _safe_root(a.pow(p).sum(d, keepdim=True), lambda s: s.pow(1 / p))
+    else: raise SpecError("TENSOR.NORMALIZE", f"p={p} must be >= 0")
+    return (x / norm.maximum(eps)).cast(out_dt)
+
   def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor, axis=1) -> Tensor:
     """(x - mean) * invstd * weight + bias, each of mean, invstd, weight and bias laid along `axis` (an int or
     tuple; invstd may instead have the input's full shape) (NN.BATCHNORM.F). weight and bias may be None."""
@@ -243,3 +207,10 @@ class NNOps:
     x = x * (invstd if invstd.shape == self.shape else along(invstd, "invstd"))
     if weight is not None: x = x * along(weight, "weight")
     return x if bias is None else x + along(bias, "bias")
+
+
+def _safe_root(s: Tensor, root) -> Tensor:
+  """root(s), with the root fed 1 where s = 0 (and 0 returned there): its derivative at 0 is infinite, and a zero
+  row's norm is below eps anyway, where normalize takes no gradient through the norm (GRAD.T.normalize, torch's)."""
+  positive = s > 0
+  return positive.where(root(positive.where(s, 1)), 0)
