@@ -7,11 +7,13 @@ one place, so that every module can name `Tensor` directly (for static creators 
 circle. A module reads top to bottom like a chapter of the API."""
 from refimpl.tensor import (creation, elementwise, indexing, linalg, losses, movement, nnops, random, reductions,
                             unary)
+from refimpl.tensor import cumulative, selection, sorting
 from refimpl.tensor.core import Tensor
 
 FAMILIES = (creation.CreationOps, random.RandomOps, movement.MovementOps, indexing.IndexingOps,
             elementwise.ElementwiseOps, unary.UnaryOps, reductions.ReductionOps, linalg.LinalgOps, nnops.NNOps,
             losses.LossOps)
+FAMILIES += (cumulative.CumulativeOps, sorting.SortingOps, selection.SelectionOps)
 _CLASS_ONLY = {"__module__", "__qualname__", "__dict__", "__weakref__", "__doc__", "__firstlineno__",
                "__static_attributes__", "__annotations__", "__annotate__"}
 
