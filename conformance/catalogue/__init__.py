@@ -7,12 +7,13 @@ tests/test_conformance_catalogue.py keeps both complete."""
 from __future__ import annotations
 
 from conformance.catalogue import alu, creation, elementwise, linalg, movement, nn, reductions
+from conformance.catalogue import selection
 from conformance.catalogue.core import Domain, Op
 
 __all__ = ["Domain", "Op", "OPS", "EXEMPT", "tensor_entries", "alu_entries"]
 
 OPS: dict[str, Op] = {}
-for _module in (elementwise, reductions, movement, linalg, nn, creation, alu):
+for _module in (elementwise, reductions, movement, linalg, nn, creation, alu, selection):
   for _op in _module.OPS:
     if _op.name in OPS: raise ValueError(f"catalogue: two entries named {_op.name}")
     OPS[_op.name] = _op
