@@ -6,13 +6,13 @@ spec clauses it checks and its tolerance key into spec/accuracy.md.
 tests/test_conformance_catalogue.py keeps both complete."""
 from __future__ import annotations
 
-from conformance.catalogue import alu, creation, elementwise, linalg, movement, newton, nn, reductions, shape
+from conformance.catalogue import alu, creation, elementwise, linalg, movement, newton, nn, reductions, selection, shape
 from conformance.catalogue.core import Domain, Op
 
 __all__ = ["Domain", "Op", "OPS", "EXEMPT", "tensor_entries", "alu_entries"]
 
 OPS: dict[str, Op] = {}
-for _module in (elementwise, reductions, movement, linalg, nn, creation, alu, newton, shape):
+for _module in (elementwise, reductions, movement, linalg, nn, creation, alu, newton, shape, selection):
   for _op in _module.OPS:
     if _op.name in OPS: raise ValueError(f"catalogue: two entries named {_op.name}")
     OPS[_op.name] = _op
