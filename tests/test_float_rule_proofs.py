@@ -13,6 +13,7 @@ Every test here carries the `z3_float` marker (`-m "not z3_float"` leaves them o
 from __future__ import annotations
 
 import math
+import os
 import random
 import re
 from pathlib import Path
@@ -309,9 +310,10 @@ def test_z3_rw_float_none_identity_false_where_the_spec_says(text: str, rule: Sy
     assert not same_value(lhs, rhs), f"{text}: {cex} is no counterexample under exec_alu"
 
 
-# float64 x / x == 1 for finite nonzero x needs z3 to reason about a 53-bit divider: 15 to 40 s measured on two
-# shared cores, more than this file's budget. It is tried for this long and skipped, with the time, if unfinished.
-HOLDS_TIMEOUT_MS = {dtypes.float64: 5_000}
+# float64 x / x == 1 for finite nonzero x needs z3 to reason about a 53-bit divider: it is proven in 23 to 40 s on
+# two shared cores (measured), more than this file's budget, and a shorter timeout overran to 14 s without an
+# answer. It is skipped, with that reason, unless Z3_FLOAT_SLOW=1 asks for it (then with a 120 s timeout).
+SLOW = {("`x / x -> 1`", dtypes.float64)}
 
 
 @pytest.mark.parametrize("text,rule,classes,T", UNARY_CASES, ids=UNARY_IDS)
@@ -319,12 +321,13 @@ def test_z3_rw_float_none_identity_holds_elsewhere(text: str, rule: SymRule, cla
   """For every x outside the classes the spec names, z3 proves the identity true: the spec's reasons are the
   whole story (x * 0 is +0.0 for finite non-negative x, x / x is 1 for finite nonzero x, x - x is +0.0 for finite
   x, x + 0.0 is x unless x is -0.0, x == x unless x is NaN)."""
+  slow = (text, T) in SLOW
+  if slow and os.environ.get("Z3_FLOAT_SLOW") != "1":
+    pytest.skip(f"RW.PROOF: {text} on {DT_NAME[T]} outside {classes} takes z3 23-40 s (measured on two shared "
+                f"cores, under load); Z3_FLOAT_SLOW=1 runs it")
   elsewhere = lambda s: z3.Not(z3.Or(*[CLASSES[n][0](s["x"]) for n in classes]))
-  status, info, seconds = prove_float(rule, T, assume=elsewhere, timeout_ms=HOLDS_TIMEOUT_MS.get(T, TIMEOUT_MS))
-  if status == "unknown" and T in HOLDS_TIMEOUT_MS:
-    pytest.skip(f"RW.PROOF: z3 did not prove {text} on {DT_NAME[T]} outside {classes} in {seconds:.1f} s "
-                f"({info}; 15-40 s measured on two shared cores)")
-  assert status == "proved", f"{text} on {DT_NAME[T]} also fails outside {classes}: {info}"
+  status, info, seconds = prove_float(rule, T, assume=elsewhere, timeout_ms=120_000 if slow else TIMEOUT_MS)
+  assert status == "proved", f"{text} on {DT_NAME[T]} outside {classes}: {status} after {seconds:.1f} s: {info}"
 
 
 ROUNDING_CASES = [(i, T) for i in range(len(ROUNDING_NONE)) for T in FLOATS]
