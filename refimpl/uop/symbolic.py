@@ -1,6 +1,7 @@
 """The symbolic rewrite rules (spec/rewrites.md): constant folding, algebraic identities that hold for every input,
 integer index algebra and bounds. Every rule cites its clause; every rule in SYM_RULES is checked on random inputs
-of each dtype it applies to, and every one that applies to integers is proven with z3 (tests/test_rewrite_soundness.py).
+of each dtype it applies to, and every one that applies to integers is proven with z3 (tests/test_rewrite_soundness.py),
+every one that applies to floats with z3's IEEE theory (tests/test_float_rule_proofs.py).
 
 What is deliberately absent, because it is false for some float input: x*0 -> 0 (inf, NaN, -0), x/x -> 1
 (0, inf, NaN), x-x -> 0 (inf, NaN), x+0.0 -> x (-0.0 + 0.0 = +0.0), x!=x -> False (NaN), reassociation of float
