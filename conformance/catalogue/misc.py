@@ -100,7 +100,7 @@ OPS: list[Op] = [
   # ---- decompositions: convention-free properties (ACC.QR, ACC.SVD)
   Op("qr", "(lambda q, r: (q @ r, q.transpose(-1, -2) @ q))(*x.qr())", f"(x, {_eye('-2')})",
      Domain("matmul", FLOATS, shapes=_matrices, specials=False, limit=sqrt_max),
-     ("TENSOR.QR", "TENSOR.QR.householder", "TENSOR.QR.zero-column", "TENSOR.QR.signs"), "QR",
+     ("TENSOR.QR", "TENSOR.QR.householder", "TENSOR.QR.zero-column"), "QR",
      out_dtype=same, n=_entries,
      note="outputs: Q @ R (= x) and Q^T Q (= I); not differentiable (TENSOR.QR); finite inputs only"),
   Op("svd", _SVD_CALL, "(x, torch.linalg.svdvals(x), torch.eye(k := min(x.shape[-2:]), dtype=x.dtype).expand("
