@@ -29,4 +29,10 @@ DESCRIPTIVE: dict[str, str] = {
   "TENSOR.COMPOSED": "how a composition's bound follows from its parts: a rule of spec/accuracy.md's tables, each of "
                      "which is cited by the tests it bounds",
   "ACC.TABLE": "the heading of the bound tables; each row is a clause of its own, cited by the tests it bounds",
+  "TENSOR.QR.signs": "refimpl's sign convention for Q and R: the catalogue checks qr by what defines it (Q R = x, Q "
+                     "orthogonal), which every convention meets (tinygrad keeps Householder signs); "
+                     "tests/test_tensor_misc.py checks refimpl's convention against torch.linalg.qr",
+  "TENSOR.SVD.signs": "refimpl's sign convention for the singular vectors, as TENSOR.QR.signs: the catalogue checks "
+                      "svd by U S Vh = x, the singular values and orthogonality; tests/test_tensor_misc.py checks the "
+                      "convention against torch.linalg.svd",
 }

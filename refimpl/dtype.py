@@ -54,6 +54,13 @@ class DType:
   @property
   def bits(self) -> int: return 8 * self.itemsize // self.count if self.name != "bool" else 1
 
+  # DT.RANGE: `dtypes.int32.min` and `.max`, as tinygrad has them: the range of an integer type, False/True for
+  # bool, -inf/+inf for floats
+  @property
+  def min(self) -> ConstType: return dtypes.min(self)
+  @property
+  def max(self) -> ConstType: return dtypes.max(self)
+
 
 @dataclass(frozen=True, eq=True, repr=False)
 class PtrDType(DType):

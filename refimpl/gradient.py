@@ -178,6 +178,10 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.REDUCE_AXIS, name="ret"), lambda ctx, ret: _reduce_grad(ctx, ret), "GRAD.REDUCE.ADD"),
   # other tensor-level ops
   (UPat(Ops.CONTIGUOUS), lambda ctx: (ctx,), "GRAD.CONTIGUOUS"),
+  # Tensor.contiguous_backward marks its node with a NOOP whose cotangent is made contiguous; any other NOOP passes
+  # its cotangent on unchanged, as it passes its value
+  (UPat(Ops.NOOP, name="ret"), lambda ctx, ret: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)
+   if ret.arg == "contiguous_backward" else (ctx,), "GRAD.CONTIGUOUS_BACKWARD"),
   (UPat(Ops.DETACH), lambda: (None,), "GRAD.DETACH"),
   (UPat(Ops.COPY, src=(UPat.var("x"), UPat())), lambda ctx, x: (UOp(Ops.COPY, ctx.dtype, (ctx, _device(x))), None),
    "GRAD.COPY"),

@@ -6,13 +6,14 @@ spec clauses it checks and its tolerance key into spec/accuracy.md.
 tests/test_conformance_catalogue.py keeps both complete."""
 from __future__ import annotations
 
-from conformance.catalogue import alu, creation, elementwise, linalg, movement, newton, nn, reductions, selection, shape
+from conformance.catalogue import (alu, creation, elementwise, linalg, misc, movement, newton, nn, reductions,
+                                   selection, shape)
 from conformance.catalogue.core import Domain, Op
 
 __all__ = ["Domain", "Op", "OPS", "EXEMPT", "tensor_entries", "alu_entries"]
 
 OPS: dict[str, Op] = {}
-for _module in (elementwise, reductions, movement, linalg, nn, creation, alu, newton, shape, selection):
+for _module in (elementwise, reductions, movement, linalg, nn, creation, alu, newton, shape, selection, misc):
   for _op in _module.OPS:
     if _op.name in OPS: raise ValueError(f"catalogue: two entries named {_op.name}")
     OPS[_op.name] = _op
@@ -49,6 +50,25 @@ EXEMPT: dict[str, str] = {
   "glorot_uniform": "random initial values (NN.INIT), as rand",
   "kaiming_uniform": "random initial values (NN.INIT), as rand",
   "kaiming_normal": "random initial values (NN.INIT), as rand",
+  "grad": "the gradient slot (TENSOR.SLOTS, GRAD.ACCUM), not an op; conformance/tests/test_clauses_misc.py",
+  "uop": "the graph slot (TENSOR.SLOTS), not an op; conformance/tests/test_clauses_misc.py",
+  "size": "metadata (TENSOR.SIZE); conformance/tests/test_clauses_misc.py",
+  "nbytes": "metadata (TENSOR.NBYTES); conformance/tests/test_clauses_misc.py",
+  "element_size": "metadata (TENSOR.NBYTES); conformance/tests/test_clauses_misc.py",
+  "is_floating_point": "metadata (TENSOR.IS_FLOATING_POINT); conformance/tests/test_clauses_misc.py",
+  "max_shape": "metadata (TENSOR.MAX_SHAPE); conformance/tests/test_clauses_misc.py",
+  "max_numel": "metadata (TENSOR.MAX_SHAPE); conformance/tests/test_clauses_misc.py",
+  "data": "reads values back as a memoryview (TENSOR.DATA), as numpy does; conformance/tests/test_clauses_misc.py",
+  "replace": "rebinds a tensor to another's graph (TENSOR.REPLACE); conformance/tests/test_clauses_misc.py",
+  "from_blob": "reads host memory (TENSOR.FROM_BLOB); conformance/tests/test_clauses_misc.py",
+  "rand_like": "random, as rand (TENSOR.RAND_LIKE); conformance/tests/test_clauses_misc.py checks ranges",
+  "randn_like": "random, as rand (TENSOR.RAND_LIKE)",
+  "scaled_uniform": "random, as rand (TENSOR.SCALED_UNIFORM); conformance/tests/test_clauses_misc.py",
+  "randperm": "random, as rand (TENSOR.RANDPERM); conformance/tests/test_clauses_misc.py checks it is a permutation",
+  "multinomial": "random, as rand (TENSOR.MULTINOMIAL); conformance/tests/test_clauses_misc.py checks supports "
+                 "and frequencies",
+  "random_bits": "deterministic bits of threefry (TENSOR.RANDOM_BITS), whose catalogue entry checks the values; "
+                 "conformance/tests/test_clauses_misc.py checks random_bits against a numpy reference",
 }
 
 

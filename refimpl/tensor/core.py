@@ -70,8 +70,20 @@ class _Mode:
   def __exit__(self, *exc) -> None: Tensor.training = self.prev
 
 
+class _Slot:
+  """An instance attribute that the class names too (TENSOR.SLOTS): `Tensor.grad` and `Tensor.uop` exist, as
+  tinygrad's __slots__ make them, and each instance sets its own (a non-data descriptor: the instance's value wins)."""
+  def __set_name__(self, owner, name: str): self.name = name
+  def __get__(self, obj, objtype=None):
+    if obj is None: return self
+    raise AttributeError(f"this Tensor has no {self.name} yet")
+  def __repr__(self) -> str: return f"<slot {self.name!r} of Tensor>"
+
+
 class Tensor(metaclass=_TensorType):
   """A lazy multi-dimensional array: `uop` is the graph that computes it."""
+  uop = _Slot()    # TENSOR.SLOTS: the graph; set by __init__
+  grad = _Slot()   # TENSOR.SLOTS: the gradient backward() accumulates (GRAD.ACCUM); set to None by __init__
   _live: weakref.WeakSet = weakref.WeakSet()
   training = _Switch(False)
   no_grad = _Switch(False)   # GRAD.NOGRAD: results made while set get requires_grad=False
@@ -222,9 +234,10 @@ class Tensor(metaclass=_TensorType):
     """The kernels that realizing these tensors runs, in order, each with its `ast` (and its KERNEL node)."""
     return [ScheduleItem(k) for k in schedule(list(kernelize([t.uop for t in (self, *others)]).values()))]
 
-  def realize(self, *others: Tensor) -> Tensor:
+  def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
     """Run the kernels that compute this tensor (and `others`) as one schedule; afterwards its uop is a BUFFER (or a
-    view of one). Pending assigns run here (EXEC.SCHED.assign), reading old values as EXEC.SCHED.versions says."""
+    view of one). Pending assigns run here (EXEC.SCHED.assign), reading old values as EXEC.SCHED.versions says.
+    `do_update_stats` is accepted for tinygrad's signature; refimpl keeps no run statistics (TENSOR.REALIZE)."""
     roots = [t.uop for t in (self, *others)]
     graphs = kernelize(roots)
     run_kernels(schedule(list(graphs.values())))

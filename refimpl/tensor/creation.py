@@ -17,14 +17,16 @@ from refimpl.tensor.core import _NP, Tensor
 
 class CreationOps:
   @staticmethod
-  def full(shape, value, dtype: DTypeLike | None = None, device: str | None = None,
+  def full(shape, fill_value, dtype: DTypeLike | None = None, device: str | None = None, buffer=True,
            requires_grad: bool | None = None) -> Tensor:
-    """A tensor of `shape` filled with `value` (a broadcast CONST; dtype from the value unless given). With
-    requires_grad=True it becomes a leaf of its own (GRAD.LEAF.identity)."""
-    shape = _shape_arg(shape)
-    dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(value)
+    """A tensor of `shape` filled with `fill_value` (dtype from the value unless given): a broadcast CONST, whatever
+    `buffer` says (TENSOR.FULL.buffer: it gets a buffer of its own when it is realized, assigned to or made a
+    leaf, so tinygrad's two forms cannot be told apart by value). With requires_grad=True it becomes a leaf of its
+    own (GRAD.LEAF.identity)."""
+    shape = _shape_arg((shape,) if isinstance(shape, int) else shape)
+    dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     device = Device.canonicalize(device) if device else Device.DEFAULT
-    out = Tensor(UOp.const(dtype, value, device)).reshape((1,) * len(shape)).expand(shape)
+    out = Tensor(UOp.const(dtype, fill_value, device)).reshape((1,) * len(shape)).expand(shape)
     if requires_grad is not None: out.requires_grad = requires_grad
     return out
 
@@ -43,6 +45,9 @@ class CreationOps:
     if stop is None: start, stop = 0, start
     values = np.arange(start, stop, step)
     dt = to_dtype(dtype) if dtype else dtypes.from_py([start, stop, step])
+    # TENSOR.ARANGE.wide: integer values beyond the default int's range make the result int64, not wrap
+    lo, hi = (min(values[0], values[-1]), max(values[0], values[-1])) if values.size else (0, 0)
+    if dtype is None and dtypes.is_int(dt) and not (dt.min <= lo and hi <= dt.max): dt = dtypes.int64
     return Tensor(values.astype(_NP[dt]) if dt != dtypes.bfloat16 else values, device=device, dtype=dt)
 
   @staticmethod
@@ -57,19 +62,20 @@ class CreationOps:
     return Tensor(node if shape == (math.prod(shape),) else UOp(Ops.RESHAPE, dt, (node,), shape))
 
   def _like_kw(self, kw: dict) -> dict:
-    return {"dtype": kw.get("dtype", self.dtype), "device": kw.get("device", self.device)}
+    out = {"dtype": kw.pop("dtype", None) or self.dtype, "device": kw.pop("device", None) or self.device}
+    return {**kw, **out}
   def zeros_like(self, **kw) -> Tensor:
     """Zeros of this tensor's shape (and dtype and device unless given)."""
     return Tensor.full(self.shape, 0, **self._like_kw(kw))
   def ones_like(self, **kw) -> Tensor:
     """Ones of this tensor's shape (and dtype and device unless given)."""
     return Tensor.full(self.shape, 1, **self._like_kw(kw))
-  def full_like(self, fill_value, **kw) -> Tensor:
-    """`fill_value` in this tensor's shape (and dtype and device unless given)."""
-    return Tensor.full(self.shape, fill_value, **self._like_kw(kw))
-  def empty_like(self, **kw) -> Tensor:
-    """An uninitialised tensor of this tensor's shape (and dtype and device unless given)."""
-    return Tensor.empty(self.shape, **self._like_kw(kw))
+  def full_like(self, fill_value, dtype: DTypeLike | None = None, device: str | None = None, buffer=True) -> Tensor:
+    """`fill_value` in this tensor's shape, and its dtype and device unless given (TENSOR.FULL)."""
+    return Tensor.full(self.shape, fill_value, **self._like_kw({"dtype": dtype, "device": device}), buffer=buffer)
+  def empty_like(self, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
+    """An uninitialised tensor of this tensor's shape, and its dtype and device unless given (TENSOR.FULL)."""
+    return Tensor.empty(self.shape, **self._like_kw({"dtype": dtype, "device": device}))
 
   @staticmethod
   def eye(n: int, m: int | None = None, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:

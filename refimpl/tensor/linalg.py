@@ -3,37 +3,44 @@ from __future__ import annotations
 
 
 
-from refimpl.dtype import DTypeLike
+from refimpl.dtype import DTypeLike, to_dtype
 from refimpl.helpers import SpecError
 from refimpl.tensor.core import Tensor
 
 
 class LinalgOps:
-  def matmul(self, w: Tensor) -> Tensor:
-    """(..., n, k) @ (..., k, m): a broadcast multiply and a sum over k (there is no matmul primitive)."""
+  def dot(self, w: Tensor, dtype: DTypeLike | None = None) -> Tensor:
+    """(..., n, k) @ (..., k, m): a broadcast multiply and a sum over k (there is no matmul primitive). The products
+    are in the promoted dtype (DT.PROMOTE); they are summed in `dtype` when given, else as sum accumulates (DT.SUM),
+    and the result has `dtype`, else the promoted dtype (TENSOR.MATMUL.dtype, as tinygrad: int8 @ int8 is int8)."""
     if self.ndim == 0 or w.ndim == 0: raise SpecError("UOP.REDUCE_AXIS", "matmul needs tensors of at least 1 dim")
     x = self.reshape(1, -1) if self.ndim == 1 else self
     m = w.reshape(-1, 1) if w.ndim == 1 else w
     if x.shape[-1] != m.shape[-2]: raise SpecError("UOP.EXPAND", f"matmul of {self.shape} and {w.shape}")
     out = (x.reshape(*x.shape[:-1], 1, x.shape[-1]) * m.transpose(-1, -2).reshape(*m.shape[:-2], 1, *m.shape[::-1][:2]))
-    out = out.sum(-1)
+    result_dtype = to_dtype(dtype) if dtype is not None else out.dtype
+    out = out.sum(-1, dtype=dtype).cast(result_dtype)
     if w.ndim == 1: out = out.reshape(out.shape[:-1])
     if self.ndim == 1:   # drop the row axis that a vector operand was given
       out = out.reshape(*out.shape[:-2], *out.shape[-1:]) if w.ndim > 1 else out.reshape(out.shape[:-1])
     return out
 
-  __matmul__ = matmul
+  def matmul(self, x: Tensor, reverse=False, dtype: DTypeLike | None = None) -> Tensor:
+    """self @ x, or x @ self with reverse=True; `dtype` as in dot (TENSOR.MATMUL.dtype)."""
+    return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
+
+  def __matmul__(self, x: Tensor) -> Tensor: return self.matmul(x)
   def __rmatmul__(self, x) -> Tensor: return Tensor(x, device=self.device).matmul(self) if not isinstance(x, Tensor) \
       else x.matmul(self)
 
-  def dot(self, w: Tensor) -> Tensor:
-    """Same as matmul."""
-    return self.matmul(w)
-
-  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+  def linear(self, weight: Tensor, bias: Tensor | None = None, dtype: DTypeLike | None = None) -> Tensor:
     """x @ weight + bias with tinygrad's weight layout (in_features, out_features) (torch's F.linear takes the
-    transpose); a 1-d weight multiplies elementwise."""
-    x = self * weight if weight.ndim == 1 else self.matmul(weight)
+    transpose); a 1-d weight multiplies elementwise. With `dtype` every operand is cast to it first
+    (TENSOR.MATMUL.dtype)."""
+    if dtype is not None:
+      dt = to_dtype(dtype)
+      return self.cast(dt).linear(weight.cast(dt), bias.cast(dt) if bias is not None else None)
+    x = self * weight if weight.ndim == 1 else self.dot(weight)
     return x if bias is None else x + bias
 
   @staticmethod

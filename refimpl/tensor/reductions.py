@@ -72,6 +72,14 @@ class ReductionOps:
     v = self.var(axis, keepdim, correction)
     return (v == 0).where(v.detach(), v).sqrt()
 
+  def var_mean(self, axis=None, keepdim: bool = False, correction=1) -> tuple[Tensor, Tensor]:
+    """(var, mean) over `axis`, each as var and mean compute it (TENSOR.VAR_MEAN; torch.var_mean)."""
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+  def std_mean(self, axis=None, keepdim: bool = False, correction=1) -> tuple[Tensor, Tensor]:
+    """(std, mean) over `axis`, each as std and mean compute it (TENSOR.VAR_MEAN; torch.std_mean)."""
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
   def argmax(self, axis=None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum (NaN counts as the maximum, as in torch), over the flattened tensor for
     axis=None. The result is int32 (tinygrad; torch returns int64)."""
