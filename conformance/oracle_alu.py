@@ -70,7 +70,8 @@ def _step(v: float, dt: str, up: bool) -> float:
     t = torch.tensor([v], dtype=torch.bfloat16)
     return float(torch.nextafter(t, torch.tensor([math.inf if up else -math.inf], dtype=torch.bfloat16))[0])
   t = _NATIVE[dt]
-  return float(np.nextafter(t(v), t(math.inf if up else -math.inf)))
+  with np.errstate(over="ignore"):
+    return float(np.nextafter(t(v), t(math.inf if up else -math.inf)))
 
 
 def _largest(dt: str) -> float:
