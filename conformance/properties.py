@@ -191,9 +191,11 @@ def _magnitude(op: Op, case: Case, out_shape: tuple[int, ...]) -> np.ndarray | f
 
 # ---------------------------------------------------------------------------------------------------- forward
 
-def forward(adapter: Adapter, op: Op, case: Case, dtype: str) -> Outcome:
+def forward(adapter: Adapter, op: Op, case: Case, dtype: str,
+            second: tuple[np.ndarray, np.ndarray] | None = None) -> Outcome:
   """Values and dtypes of the implementation against torch (float64, rounded once; ACC.MEASURE.reference) and the
-  executable spec."""
+  executable spec; and, bit for bit where its mask is True, against `second` = (values, mask), an oracle that shares
+  no code with the executable spec (conformance.oracle_alu for the ALU ops)."""
   clauses = op.clauses
   try:
     read = [_read(adapter, t) for t in _outputs(_run(adapter, op, case))]
@@ -230,6 +232,9 @@ def forward(adapter: Adapter, op: Op, case: Case, dtype: str) -> Outcome:
                                              case)
       v = A.check(g, want, dt, A.bound("EXACT", dt))
       if not v.ok: return _fail(op, clauses, f"against the executable spec: {v.why}", adapter, case)
+    if second is not None and i == 0:
+      v = A.check(g, np.asarray(second[0]), dt, A.bound("EXACT", dt), where=second[1])
+      if not v.ok: return _fail(op, clauses, f"against the independent oracle: {v.why}", adapter, case)
   return Outcome(True, clauses, worst, details={"used": used})
 
 

@@ -4,6 +4,7 @@ the oracle bit for bit, except for float EXP2, LOG2, SIN and POW, whose referenc
 contract (OP.LIBM, EXEC.FLOAT.transcendental)."""
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import strategies as st
 
 from conformance import strategies as S
@@ -37,6 +38,14 @@ def _spec(op: str, target=None):
   return spec
 
 
+def _torch_pow_defined(case) -> np.ndarray:
+  """Where torch.pow is a reference for POW: everywhere but integer 0 ** negative, which torch gives as 0 and the spec
+  as -1, CDIV(1, 0)'s value (OP.POW.negative-exponent; exec_alu, oracle_alu's table rows and OP.TABLES decide it)."""
+  x, y = (np.asarray(v) for v in case.inputs)
+  if case.dtypes[-1] in FLOATS: return np.ones(np.broadcast_shapes(x.shape, y.shape), bool)
+  return ~((x == 0) & (y < 0))
+
+
 def _entry(op: Ops) -> Op:
   name, k = op.name, _ARITY[op]
   dts = tuple(d for d in _ALL if to_dtype(d) in ALU_DTYPES[op])
@@ -53,7 +62,7 @@ def _entry(op: Ops) -> Op:
   clauses = (f"OP.{name}", "OP.ALU", "OP.TOTAL") + (("OP.LIBM",) if name in TRANSCENDENTAL else ())
   # torch is the reference only where the spec allows an error (its float64 sqrt, for one, is not correctly rounded)
   return Op(f"ALU.{name}", name, _TORCH[name] if name in TRANSCENDENTAL else None, dom, clauses, name, None, (),
-            spec=_spec(name, target),
+            spec=_spec(name, target), torch_defined=_torch_pow_defined if op is Ops.POW else None,
             out_dtype=(lambda dts, p: p["to"]) if target else None,
             note="exec_alu is the oracle, bit for bit" + (" (floats: torch, within ACC)" if name in TRANSCENDENTAL
                                                           else ""))

@@ -1,6 +1,9 @@
-"""Every ALU op at the UOp level on every dtype it accepts (OP.ALU): bit-exact against the executable spec
-(exec_alu), integer edge cases torch leaves undefined included, and float results against torch under the accuracy
-contract. Then every row of the edge-case tables of spec/ops.md (OP.TABLES) run on the backend."""
+"""Every ALU op at the UOp level on every dtype it accepts (OP.ALU): bit-exact against two oracles, the executable
+spec (exec_alu, which constant folding shares) and conformance.oracle_alu (numpy, torch and exact rationals, sharing no
+code with exec_alu), integer edge cases torch leaves undefined included, and float transcendentals against torch under
+the accuracy contract. The two oracles are compared with each other first, so that a slip in exec_alu is reported as
+an oracle bug rather than followed by the implementation. Then every row of the edge-case tables of spec/ops.md
+(OP.TABLES), the only oracle where numpy, torch and C leave a value undefined, run on the backend."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -10,9 +13,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from conformance import accuracy as A
-from conformance.catalogue import OPS, alu_entries
+from conformance import oracle_alu
+from conformance.catalogue import OPS, alu_entries, oracles
 from conformance.catalogue.alu import TRANSCENDENTAL
-from conformance.properties import Outcome, forward
+from conformance.properties import Outcome, _alu_out, forward
 from conformance.spec_tables import edge_tables, parse_value
 from conformance.strategies import NP, OPS_SPEC
 from conformance.tests.params import cases, record, skip_unsupported
@@ -25,10 +29,30 @@ def test_alu(adapter, op, dtype):
 
   @given(data=st.data())
   def alu_values(data):
-    outcome = forward(adapter, op, data.draw(op.cases(dtype), label="case"), dtype)
+    case = data.draw(op.cases(dtype), label="case")
+    second = independent(op, case)
+    outcome = forward(adapter, op, case, dtype, second=second)
     record(outcome, op, dtype, "alu")
     assert outcome.ok, outcome.message
   alu_values()
+
+
+def independent(op, case) -> tuple[np.ndarray, np.ndarray]:
+  """conformance.oracle_alu's (values, defined) for the case, after checking that exec_alu gives the same bits
+  wherever both define the value (transcendentals included: their exact points bind exec_alu too). A difference is
+  a bug in one of the oracles, not in the implementation, and fails the test saying so."""
+  out = op.out_dtype(case.dtypes, case.params) if op.out_dtype else _alu_out(op, case)
+  want, defined = oracle_alu.expected(op.call, out, list(zip(case.inputs, case.dtypes)))
+  spec = np.asarray(oracles.alu(op.call, (lambda c: out) if op.out_dtype else None)(case))
+  verdict = A.check(spec, want, out, A.bound("EXACT", out), where=defined)
+  if not verdict.ok:
+    bad = [f"{op.call}({', '.join(repr(np.asarray(x).ravel()[i].item()) for x in case.inputs)}) "
+           f"[{', '.join(case.dtypes)} -> {out}]: exec_alu gives {spec.ravel()[i].item()!r}, "
+           f"conformance.oracle_alu gives {want.ravel()[i].item()!r}"
+           for i in np.flatnonzero(np.broadcast_to(verdict.bad, spec.shape).ravel())[:5]]
+    raise AssertionError(f"oracle bug, OP.{op.call}: the two oracles disagree (fix exec_alu, "
+                         f"conformance/oracle_alu.py or spec/ops.md, whichever is wrong): " + "; ".join(bad))
+  return want, defined
 
 
 def _table_groups() -> dict[tuple[str, str, str], list[tuple[list[str], str]]]:

@@ -71,6 +71,9 @@ def _order_point(n: int = 4, seed: int = 0):
 
 
 _ORDER_X, _ORDER_G, _ORDER_WANT = _order_point()
+_TINY = float(np.float32(1e-45))                                      # the smallest float32 subnormal
+_B1 = (float(np.nextafter(np.float32(1), np.float32(0))), float(np.nextafter(np.float32(1), np.float32(2))))
+_B6 = (float(np.nextafter(np.float32(6), np.float32(0))), float(np.nextafter(np.float32(6), np.float32(7))))
 SPECIAL = [
   _pt(("GRAD.FDIV.zero", "GRAD.FDIV"), "a / b", {"a": [1.0, 0.0], "b": [0.0, 0.0]}, ("a", "b"),
       [[INF, INF], [-INF, NAN]]),
@@ -122,6 +125,28 @@ SPECIAL = [
       [[1.0, 1.0, 1.0], [-2.0, 3.0, 3.0]]),
   _pt(("GRAD.MODEL.leaf", "GRAD.POW"), "x ** 2 + x * 3 + 1", {"x": [-3.0, 0.0]}, ("x",), [[-3.0, 3.0]]),
   _pt(("GRAD.MODEL.sum", "GRAD.MUL"), "x * x + x", {"x": [1.5, -2.0]}, ("x",), [[4.0, -3.0]]),
+  # GRAD.CHECK.tensor: the compositions whose special points the spec pins, at exactly the kink or bound, just
+  # inside and just outside it (one float32 ulp), at -0.0, NaN and the infinities (values as torch's, checked there)
+  _pt(("GRAD.CHECK.tensor", "GRAD.WHERE"), "x.relu()", {"x": [-0.0, 0.0, NAN, 2.0, -2.0, INF, -INF, _TINY, -_TINY]},
+      ("x",), [[0.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0]]),
+  _pt(("GRAD.CHECK.tensor",), "x.relu6()", {"x": [0.0, -0.0, 6.0, _B6[0], _B6[1], NAN, INF, -INF, -1.0]}, ("x",),
+      [[0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0]]),
+  _pt(("GRAD.CHECK.tensor",), "x.hardtanh()",
+      {"x": [-1.0, 1.0, -_B1[0], _B1[0], -_B1[1], _B1[1], -0.0, NAN, INF, -INF]}, ("x",),
+      [[0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]]),
+  _pt(("GRAD.CHECK.tensor",), "x.leaky_relu(0.25)", {"x": [0.0, -0.0, NAN, 2.0, -2.0, INF, -INF]}, ("x",),
+      [[0.25, 0.25, 0.25, 1.0, 0.25, 1.0, 0.25]]),
+  _pt(("GRAD.CHECK.tensor",), "x.clip(-1.0, 6.0)", {"x": [-1.0, 6.0, -_B1[0], _B6[0], -_B1[1], _B6[1], -0.0, 0.0,
+                                                          NAN, INF, -INF]}, ("x",),
+      [[1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]]),
+  _pt(("GRAD.CHECK.tensor",), "x.clip(0.0, 1.0)", {"x": [0.0, -0.0, 1.0, NAN, -INF, INF]}, ("x",),
+      [[1.0, 1.0, 1.0, 0.0, 0.0, 0.0]]),
+  _pt(("GRAD.NONDIFF.zero",), "x.sign() + x.floor() + x.ceil() + x.round() + x.trunc()",
+      {"x": [2.0, -2.0, 2.5, -2.5, 0.5, -0.5, 1.5, -1.5, 0.0, -0.0, NAN, INF, -INF]}, ("x",), [[0.0] * 13]),
+  _pt(("GRAD.MAX.tie",), "a.maximum(b)", {"a": [0.0, -0.0, INF, -INF], "b": [-0.0, 0.0, INF, -INF]}, ("a", "b"),
+      [[0.5] * 4, [0.5] * 4]),
+  _pt(("GRAD.MAX.tie",), "a.minimum(b)", {"a": [0.0, -0.0, INF, -INF], "b": [-0.0, 0.0, INF, -INF]}, ("a", "b"),
+      [[0.5] * 4, [0.5] * 4]),
 ]
 
 
@@ -140,6 +165,60 @@ def test_special_point(adapter, expr, inputs, wrt, want, g, rtol):
   for n, d, w in zip(wrt, grads, want):
     assert adapter.dtype_name(d) == spec[n][1], f"{expr}: d{n} has dtype {adapter.dtype_name(d)}, want {spec[n][1]}"
     _close(_np(adapter, d), w, rtol, f"{expr}: d{n} at {spec[n][0]}")
+
+
+# ---------------------------------------------------------------------------------------------------- forward values
+
+def _fw(clauses, expr, torch_expr, inputs, spec=None):
+  """One forward special point: `expr` through the adapter against `torch_expr` in float32, bit for bit with the
+  sign of a zero (ACC.EXACT: the ops are made of exact steps); `spec` = {position: value} where the spec differs from
+  torch on purpose, its clause first in `clauses`."""
+  return pytest.param(expr, torch_expr, inputs, spec or {}, id=f"{clauses[0]}:{expr}", marks=[
+    pytest.mark.clauses(*clauses, "ACC.EXACT"), pytest.mark.conformance(op=clauses[0], dtype="float32",
+                                                                       prop="special_point_forward")])
+
+
+_KINK = [-0.0, 0.0, NAN, INF, -INF, 2.0, -2.0, _TINY, -_TINY]
+_ROUNDING = [2.0, -2.0, 2.5, -2.5, 0.5, -0.5, 1.5, -1.5, 0.0, -0.0, NAN, INF, -INF, 8388607.5, -8388607.5]
+FORWARD = [
+  _fw(("GRAD.CHECK.tensor",), "x.relu()", "torch.relu(x)", {"x": _KINK}),
+  _fw(("GRAD.CHECK.tensor",), "x.relu6()", "torch.nn.functional.relu6(x)",
+      {"x": _KINK + [6.0, _B6[0], _B6[1]]}),
+  _fw(("GRAD.CHECK.tensor",), "x.hardtanh()", "torch.nn.functional.hardtanh(x)",
+      {"x": _KINK + [1.0, -1.0, _B1[0], -_B1[0], _B1[1], -_B1[1]]}),
+  _fw(("GRAD.CHECK.tensor",), "x.leaky_relu(0.25)", "torch.nn.functional.leaky_relu(x, 0.25)", {"x": _KINK}),
+  _fw(("GRAD.ABS",), "x.abs()", "torch.abs(x)", {"x": _KINK}),
+  _fw(("GRAD.CHECK.tensor",), "x.clip(-1.0, 6.0)", "torch.clamp(x, -1.0, 6.0)",
+      {"x": _KINK + [-1.0, 6.0, -_B1[0], _B6[0], -_B1[1], _B6[1]]}),
+  _fw(("GRAD.CHECK.tensor",), "x.clip(0.0, 1.0)", "torch.clamp(x, 0.0, 1.0)", {"x": _KINK + [1.0, _B1[0], _B1[1]]}),
+  _fw(("GRAD.NONDIFF.zero",), "x.sign()", "torch.sign(x)", {"x": _KINK}),
+  _fw(("GRAD.NONDIFF.zero", "OP.TRUNC.special"), "x.trunc()", "torch.trunc(x)", {"x": _ROUNDING}),
+  _fw(("GRAD.NONDIFF.zero",), "x.floor()", "torch.floor(x)", {"x": _ROUNDING}),
+  _fw(("GRAD.NONDIFF.zero",), "x.ceil()", "torch.ceil(x)", {"x": _ROUNDING}),
+  _fw(("GRAD.NONDIFF.zero",), "x.round()", "torch.round(x)", {"x": _ROUNDING}),
+  # OP.MAX.zero: MAX(-0.0, +0.0) is +0.0 in either order, where torch returns one operand (ACC.MAX); minimum is its
+  # mirror image, -0.0 in either order
+  _fw(("OP.MAX.zero", "GRAD.MAX.tie", "ACC.MAX"), "a.maximum(b)", "torch.maximum(a, b)",
+      {"a": [0.0, -0.0, -0.0, NAN, 1.0, INF, 1.0], "b": [-0.0, 0.0, -0.0, 1.0, NAN, INF, 1.0]}, {0: 0.0, 1: 0.0}),
+  _fw(("OP.MAX.zero", "GRAD.MAX.tie", "ACC.MAX"), "a.minimum(b)", "torch.minimum(a, b)",
+      {"a": [0.0, -0.0, 0.0, NAN, 1.0, -INF, 1.0], "b": [-0.0, 0.0, 0.0, 1.0, NAN, -INF, 1.0]}, {0: -0.0, 1: -0.0}),
+]
+
+
+@pytest.mark.parametrize("expr,torch_expr,inputs,spec", FORWARD)
+def test_special_point_forward(adapter, expr, torch_expr, inputs, spec):
+  """The value at each special point of the table above, sign of zero included, against torch (and the spec where it
+  says it differs)."""
+  import torch
+  arrays = {n: np.array(v, np.float32) for n, v in inputs.items()}
+  got = np.asarray(adapter.numpy(_ev(adapter, expr, **{n: adapter.tensor(a, "float32") for n, a in arrays.items()})))
+  want = eval(torch_expr, {"torch": torch}, {n: torch.from_numpy(a) for n, a in arrays.items()}).numpy()  # noqa: S307
+  want = want.astype(np.float32).copy()
+  for i, v in spec.items(): want[i] = v
+  with np.errstate(invalid="ignore"):
+    same = (np.isnan(got) & np.isnan(want)) | ((got == want) & (np.signbit(got) == np.signbit(want)))
+  bad = [f"at {[inputs[n][i] for n in inputs]}: got {got[i]!r}, want {want[i]!r}" for i in np.flatnonzero(~same)]
+  assert not bad, f"{expr}: " + "; ".join(bad)
 
 
 # ---------------------------------------------------------------------------------------------------- the model
