@@ -239,6 +239,7 @@ def layer_training(adapter: Adapter, entry: Layer, case: LayerCase, dtype: str, 
   def fail(why: str, used=float("inf"), extra=()) -> Outcome:
     return _fail(adapter, entry, case, (*clauses, *extra), why, used, tail)
   tparams = {n: (None if a is None else torch.tensor(np.asarray(a, np.float64))) for n, a in case.params.items()}
+  affine = [tparams["weight"], tparams["bias"]] if tparams["weight"] is not None else []   # S sees them too
   running = (torch.zeros(h["c"], dtype=torch.float64), torch.ones(h["c"], dtype=torch.float64)) if h["track"] else \
       (None, None)
   try:
@@ -256,8 +257,8 @@ def layer_training(adapter: Adapter, entry: Layer, case: LayerCase, dtype: str, 
                                            TORCH_HELPERS["bn_factor"](h["momentum"], t), h["eps"]).numpy()
       v = A.check(y, A.round_to(ref, dtype), dtype, A.bound("NORM", dtype), n=b.size // b.shape[1],
                   x=A.finite_max(b) * entry.inv_std(h, b),
-                  S=_abs_jacobian_scale(lambda x: torch.nn.functional.batch_norm(
-                    x, None, None, tparams["weight"], tparams["bias"], True, 0.0, h["eps"]), [xb], ref.shape))
+                  S=_abs_jacobian_scale(lambda x, *wb: torch.nn.functional.batch_norm(
+                    x, None, None, *(wb or (None, None)), True, 0.0, h["eps"]), [xb, *affine], ref.shape))
       if not v.ok: return fail(f"training call {t}: {v.why}", v.used, ("NN.BATCHNORM.train",))
     stats = {}
     if h["track"]:
@@ -280,12 +281,15 @@ def layer_training(adapter: Adapter, entry: Layer, case: LayerCase, dtype: str, 
       else (None, None)
   xe = torch.tensor(np.asarray(x_eval, np.float64))
 
-  def evaluated(x):
-    return torch.nn.functional.batch_norm(x, rm, rv, tparams["weight"], tparams["bias"], not h["track"], 0.0, h["eps"])
-  ref = evaluated(xe).numpy()
+  stat_args = [rm, rv] if h["track"] else []
+
+  def evaluated(x, *rest):   # S of every tensor the output is computed from: x, the statistics, weight and bias
+    stat, wb = (rest[:len(stat_args)] or (None, None)), (rest[len(stat_args):] or (None, None))
+    return torch.nn.functional.batch_norm(x, *stat, *wb, not h["track"], 0.0, h["eps"])
+  ref = evaluated(xe, *stat_args, *affine).numpy()
   key = "BATCHNORM" if h["track"] else "NORM"
   v = A.check(y, A.round_to(ref, dtype), dtype, A.bound(key, dtype), n=x_eval.size // h["c"],
               x=A.finite_max(x_eval) * entry.inv_std(h, x_eval),
-              S=_abs_jacobian_scale(evaluated, [xe], ref.shape))
+              S=_abs_jacobian_scale(evaluated, [xe, *stat_args, *affine], ref.shape))
   if not v.ok: return fail(f"eval call: {v.why}", v.used, (A.bound(key, dtype).clause,))
   return Outcome(True, clauses, details={"used": v.used})
