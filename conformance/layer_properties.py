@@ -283,10 +283,16 @@ def layer_training(adapter: Adapter, entry: Layer, case: LayerCase, dtype: str, 
 
   stat_args = [rm, rv] if h["track"] else []
 
-  def evaluated(x, *rest):   # S of every tensor the output is computed from: x, the statistics, weight and bias
-    stat, wb = (rest[:len(stat_args)] or (None, None)), (rest[len(stat_args):] or (None, None))
-    return torch.nn.functional.batch_norm(x, *stat, *wb, not h["track"], 0.0, h["eps"])
-  ref = evaluated(xe, *stat_args, *affine).numpy()
+  def evaluated(x, *rest):
+    """NN.BATCHNORM.eval written out, differentiable in every tensor (torch's batch_norm is not in the statistics):
+    for S only."""
+    stat, wb = rest[:len(stat_args)], rest[len(stat_args):]
+    if not stat: return torch.nn.functional.batch_norm(x, None, None, *(wb or (None, None)), True, 0.0, h["eps"])
+    along = (1, -1, *(1,) * (x.ndim - 2))
+    y = (x - stat[0].reshape(along)) / (stat[1].reshape(along) + h["eps"]).sqrt()
+    return y * wb[0].reshape(along) + wb[1].reshape(along) if wb else y
+  ref = torch.nn.functional.batch_norm(xe, rm, rv, tparams["weight"], tparams["bias"], not h["track"], 0.0,
+                                       h["eps"]).numpy()
   key = "BATCHNORM" if h["track"] else "NORM"
   v = A.check(y, A.round_to(ref, dtype), dtype, A.bound(key, dtype), n=x_eval.size // h["c"],
               x=A.finite_max(x_eval) * entry.inv_std(h, x_eval),
