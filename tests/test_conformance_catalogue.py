@@ -9,8 +9,11 @@ import pytest
 
 from conformance import accuracy as A
 from conformance.catalogue import EXEMPT, OPS, alu_entries
+from conformance.catalogue.layers import LAYERS, Layer
+from conformance.catalogue.optimizers import OPTIMIZERS
 from conformance.spec_tables import clauses
-from refimpl import Tensor
+from refimpl import Tensor, nn
+from refimpl.nn import optim
 from refimpl.uop import GroupOp, Ops
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
@@ -80,3 +83,24 @@ def test_entries_are_well_formed():
     assert op.reference in ("float64", "float64-cast", "native"), op.name
     if op.note == "" and op.out_dtype is not None and not op.is_alu:
       assert op.name in ("sum", "mean", "argmax", "any", "all", "cumsum", "prod"), f"{op.name}: say why it differs"
+
+
+def test_every_layer_and_optimizer_has_an_entry():
+  """Each public layer class of refimpl.nn (aliases such as BatchNorm2d by their own name) and each optimizer of
+  refimpl.nn.optim has a conformance entry (conformance/catalogue/layers.py, optimizers.py), and every entry names
+  one of them."""
+  layers = {name for name in nn.__all__ if isinstance(getattr(nn, name), type)}
+  assert {e.cls for e in LAYERS} == layers
+  optimizers = set(optim.__all__) - {"Optimizer"}
+  assert {e.cls for e in OPTIMIZERS} == optimizers
+  assert len({e.name for e in LAYERS}) == len(LAYERS) and len({e.name for e in OPTIMIZERS}) == len(OPTIMIZERS)
+
+
+def test_layer_and_optimizer_entries_cite_clauses_and_bounds_that_exist():
+  defined = clauses(SPEC)
+  for e in [*LAYERS, *OPTIMIZERS]:
+    assert e.clauses and not [c for c in e.clauses if c not in defined], e.name
+    for dt in e.dtypes:
+      keys = (e.tolerance, e.grad_tolerance, *(("RUNNING", "BATCHNORM") if e.training else ())) \
+          if isinstance(e, Layer) else ("OPTIM",)
+      for key in keys: assert A.bound(key, dt).clause.startswith("ACC."), (e.name, key, dt)

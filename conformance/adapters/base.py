@@ -38,7 +38,10 @@ class Adapter:
   # ---- data ----
   def namespace(self) -> dict[str, Any]:
     """Names the catalogue's call expressions may use besides the inputs and parameters: at least `Tensor` (the
-    tensor class, for static creation methods) and `dtypes` (with attributes float32, int8, ...)."""
+    tensor class, for static creation methods) and `dtypes` (with attributes float32, int8, ...). The layer and
+    optimizer tests (conformance/tests/test_layers.py, test_optimizers.py) also use `nn` (the module of layer
+    classes: nn.Linear, nn.Conv2d, ...) and `optim` (nn.optim: SGD, Adam, ...); without them those tests are skipped,
+    naming the missing name."""
     raise NotImplementedError
 
   def tensor(self, array: np.ndarray, dtype: str) -> Any:
@@ -94,6 +97,36 @@ class Adapter:
     the inputs' UOps) with result dtype `out_dtype` and print the result; refimpl's UOp API by default."""
     return [f"from refimpl.uop import Ops; from refimpl.uop.ops import UOp  # ALU op {op} at the UOp level",
             f"out = Tensor(UOp(Ops.{op}, dtypes.{out_dtype}, {srcs}))", "print(out.numpy())"]
+
+  # ---- layers and optimizers (conformance/tests/test_layers.py, test_optimizers.py) ----
+  def train(self, mode: bool) -> Any:
+    """A context manager inside which layers behave as in training (`mode` True) or in evaluation (NN.LAYER): by
+    default tinygrad's `Tensor.train(mode)`."""
+    return self.namespace()["Tensor"].train(mode)
+
+  def set_parameter(self, layer: Any, name: str, t: Any) -> None:
+    """Make tensor `t` the layer's parameter or statistic called `name` (weight, bias, running_mean, ...; NN.LAYER):
+    by default the attribute of that name, as tinygrad and refimpl keep them."""
+    setattr(layer, name, t)
+
+  def step(self, optimizer: Any) -> None:
+    """One optimizer update from the parameters' gradients (OPTIM.STEP): by default `optimizer.step()`."""
+    optimizer.step()
+
+  def set_lr(self, optimizer: Any, lr: float) -> None:
+    """Change the learning rate between steps (OPTIM.LR): by default an in-place assign to `optimizer.lr`, a tensor of
+    one element, realized at once."""
+    old = optimizer.lr
+    value = np.full(self.shape(old), lr, dtype=np.float64 if self.dtype_name(old) == "float64" else np.float32)
+    old.assign(self.tensor(value, self.dtype_name(old))).realize()
+
+  def repro_imports(self) -> list[str]:
+    """The lines a layer or optimizer reproduction adds to its prelude to name `nn` and `optim`."""
+    return ["from refimpl import nn", "from refimpl.nn import optim"]
+
+  def repro_train(self, mode: bool) -> str:
+    """Python source of the context manager `train(mode)` makes, for reproductions."""
+    return f"Tensor.train({mode})"
 
   # ---- kernels ----
   def count_kernels(self, t: Any) -> int | None:

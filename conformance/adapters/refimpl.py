@@ -6,7 +6,8 @@ from typing import Any
 import numpy as np
 
 from conformance.adapters.base import Adapter
-from refimpl import Device, Tensor, dtypes
+from refimpl import Device, Tensor, dtypes, nn
+from refimpl.nn import optim
 from refimpl.dtype import to_dtype
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
@@ -30,7 +31,7 @@ class RefimplAdapter(Adapter):
     return f"DEV.DTYPE: {self.backend} does not compute in {dtype}"
 
   def namespace(self) -> dict[str, Any]:
-    return {"Tensor": Tensor, "dtypes": dtypes}
+    return {"Tensor": Tensor, "dtypes": dtypes, "nn": nn, "optim": optim}
 
   def tensor(self, array: np.ndarray, dtype: str) -> Tensor:
     return Tensor(np.asarray(array), dtype=dtype, device=self.backend)

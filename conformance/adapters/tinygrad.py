@@ -44,10 +44,11 @@ class TinygradAdapter(Adapter):
     from importlib.metadata import version
 
     import tinygrad
-    from tinygrad import Device, Tensor, dtypes
+    from tinygrad import Device, Tensor, dtypes, nn
     from tinygrad.uop.ops import Ops, UOp
     self.version = version("tinygrad")   # tinygrad 0.14 has no __version__
     self.tg, self.Tensor, self.dtypes, self.Ops, self.UOp = tinygrad, Tensor, dtypes, Ops, UOp
+    self.nn = nn
     from tinygrad.helpers import DEV
     DEV.value = backend   # tinygrad 0.14 deprecates assigning Device.DEFAULT
     self.device = Device[backend]   # fails early when tinygrad has no such device
@@ -82,6 +83,10 @@ class TinygradAdapter(Adapter):
               f"{type(e).__name__}: {first}")
 
   def unsupported(self, op_name: str) -> str | None:
+    if op_name.startswith(("nn.", "optim.")):   # a layer or optimizer entry: its class (or function) by name
+      module, _, cls = op_name.partition(".")
+      where = self.nn if module == "nn" else self.nn.optim
+      return None if hasattr(where, cls.split(".")[0]) else f"tinygrad {self.version} has no {module}.{cls}"
     if op_name.startswith("ALU."):
       if op_name[4:] in _CODEGEN_ONLY: return f"tinygrad {self.version}'s {op_name[4:]} exists only in codegen"
       return None if hasattr(self.Ops, op_name[4:]) else f"tinygrad {self.version} has no UOp {op_name[4:]}"
@@ -90,7 +95,22 @@ class TinygradAdapter(Adapter):
     return f"tinygrad {self.version}'s Tensor has no {', '.join(missing)}" if missing else None
 
   def namespace(self) -> dict[str, Any]:
-    return {"Tensor": self.Tensor, "dtypes": self.dtypes}
+    return {"Tensor": self.Tensor, "dtypes": self.dtypes, "nn": self.nn, "optim": self.nn.optim}
+
+  def train(self, mode: bool) -> Any:
+    """tinygrad 0.14 reads training mode from the TRAINING context variable (its Tensor has no train())."""
+    from tinygrad.helpers import Context
+    return Context(TRAINING=int(mode))
+
+  def step(self, optimizer: Any) -> None:
+    """tinygrad 0.14's step() refuses to run unless TRAINING is set (refimpl's does not ask, OPTIM.STEP)."""
+    with self.train(True): optimizer.step()
+
+  def repro_imports(self) -> list[str]:
+    return ["from tinygrad import nn", "from tinygrad.nn import optim", "from tinygrad.helpers import Context"]
+
+  def repro_train(self, mode: bool) -> str:
+    return f"Context(TRAINING={int(mode)})"
 
   def repro_prelude(self) -> list[str]:
     """The lines a reproduction starts with: tinygrad on this device."""
