@@ -5,13 +5,13 @@ One class for users, written by op family: `core` holds the class itself (constr
 devices); each other module holds one family of ops as a plain class whose members are copied onto Tensor here, in
 one place, so that every module can name `Tensor` directly (for static creators and results) without an import
 circle. A module reads top to bottom like a chapter of the API."""
-from refimpl.tensor import (creation, elementwise, indexing, linalg, losses, movement, nnops, random, reductions,
-                            unary)
+from refimpl.tensor import (activations, creation, elementwise, indexing, linalg, losses, movement, nnops, random,
+                            reductions, unary)
 from refimpl.tensor.core import Tensor
 
 FAMILIES = (creation.CreationOps, random.RandomOps, movement.MovementOps, indexing.IndexingOps,
             elementwise.ElementwiseOps, unary.UnaryOps, reductions.ReductionOps, linalg.LinalgOps, nnops.NNOps,
-            losses.LossOps)
+            losses.LossOps, activations.ActivationOps)
 _CLASS_ONLY = {"__module__", "__qualname__", "__dict__", "__weakref__", "__doc__", "__firstlineno__",
                "__static_attributes__", "__annotations__", "__annotate__"}
 
