@@ -28,6 +28,16 @@ def _in_range(lo: float, hi: float):
   return ok
 
 
+def _fraction_of_max(k: float):
+  """Domain.limit: |x| <= largest finite / k (ACC.RANGE)."""
+  return lambda dt: float_max(to_dtype(dt)) / k
+
+
+def _no_nan(case) -> bool:
+  """Op.grad_domain: no NaN among the float inputs."""
+  return not any(np.isnan(np.asarray(a, np.float64)).any() for a in case.inputs)
+
+
 def _params(**choices):
   """A params strategy drawing each named parameter from its list."""
   return lambda shapes, dt: st.fixed_dictionaries({k: st.sampled_from(v) for k, v in choices.items()})
@@ -95,12 +105,13 @@ OPS: list[Op] = [
   _unary("sinh", "x.sinh()", "torch.sinh(x)", "SINH", ("TENSOR.SINH", "OP.EXP2"), lo=-10, hi=10, limit=exp_limit()),
   _unary("cosh", "x.cosh()", "torch.cosh(x)", "COSH", ("TENSOR.COSH", "OP.EXP2"), lo=-10, hi=10, limit=exp_limit()),
   _unary("erf", "x.erf()", "torch.erf(x)", "ERF", ("TENSOR.ERF", "OP.EXP2"), lo=-7, hi=7, smooth=(-3.0, 3.0),
-         second_order=True),
+         grad="GRAD.ERF"),
   _unary("log10", "x.log10()", "torch.log10(x)", "LOG10", ("TENSOR.LOG10", "OP.LOG2"), lo=0, hi=8,
          smooth=(0.2, 4.0)),
   # ---- activations
-  _unary("gelu.none", "x.gelu('none')", "F.gelu(x)", "GELU", ("TENSOR.GELU", "TENSOR.GELU.approximate"), lo=-8, hi=8,
-         api=(), smooth=(-3.0, 3.0)),
+  _unary("gelu.none", "x.gelu('none')", "F.gelu(x)", "GELU_NONE", ("TENSOR.GELU", "TENSOR.GELU.approximate"), lo=-8,
+         hi=8, api=(), smooth=(-3.0, 3.0), grad="GRAD.ERF", grad_domain=finite_inputs,
+         note="gradients on finite inputs: at -inf refimpl's is 0, torch's NaN (TENSOR.GELU.approximate)"),
   _unary("gelu.tanh", "x.gelu(approximate='tanh')", "F.gelu(x, approximate='tanh')", "GELU",
          ("TENSOR.GELU.approximate",), lo=-6, hi=6, grad=None, api=()),
   _unary("logsigmoid", "x.logsigmoid()", "F.logsigmoid(x)", "SOFTPLUS", ("TENSOR.LOGSIGMOID", "GRAD.CHECK.tensor"),
@@ -109,7 +120,8 @@ OPS: list[Op] = [
          grad_domain=away_from(np.inf), note="mish(inf) has slope 1 here, NaN in torch (TENSOR.MISH)"),
   _unary("selu", "x.selu(alpha, gamma)", "gamma * F.elu(x, alpha)", "SELU", ("TENSOR.SELU", "GRAD.WHERE"), lo=-6,
          hi=6, params=lambda shapes, dt: st.sampled_from([{"alpha": 1.67326, "gamma": 1.0507},
-                                                          {"alpha": 1.0, "gamma": 2.0}])),
+                                                          {"alpha": 1.0, "gamma": 2.0}]),
+         grad_domain=_no_nan, note="gradients away from NaN, where torch's is NaN and refimpl's gamma g (TENSOR.SELU)"),
   _unary("selu.default", "x.selu()", "1.0507 * F.elu(x, 1.67326)", "SELU", ("TENSOR.SELU",), lo=-6, hi=6, grad=None,
          api=()),
   _unary("celu", "x.celu(alpha)", "F.celu(x, alpha)", "CELU", ("TENSOR.CELU", "GRAD.WHERE"), lo=-8, hi=8,
@@ -118,7 +130,8 @@ OPS: list[Op] = [
          ("TENSOR.HARDSIGMOID", "GRAD.CHECK.tensor"), lo=-5, hi=5, smooth=(-5.0, 5.0),
          params=lambda shapes, dt: st.sampled_from([{"alpha": 1 / 6, "beta": 0.5}, {"alpha": 0.25, "beta": 0.25}])),
   _unary("hardswish", "x.hardswish()", "F.hardswish(x)", "HARDSWISH", ("TENSOR.HARDSWISH", "GRAD.CHECK.tensor"),
-         lo=-6, hi=6, smooth=(-5.0, 5.0)),
+         lo=-6, hi=6, smooth=(-5.0, 5.0), limit=_fraction_of_max(8),
+         note="|x| <= max/8: torch's x * 6 overflows beyond (ACC.RANGE); refimpl's factor is at most 1"),
   _unary("quick_gelu", "x.quick_gelu()", "x * torch.sigmoid(1.702 * x)", "SILU", ("TENSOR.QUICK_GELU", "OP.EXP2"),
          lo=-8, hi=8, limit=lambda dt: min(exp_limit(1.702)(dt), float_max(to_dtype(dt)) / 2),
          note="|1.702 x| stays finite (ACC.RANGE); torch has no quick_gelu: the reference is its formula in float64"),
@@ -140,12 +153,14 @@ OPS: list[Op] = [
           ("TENSOR.COPYSIGN", "TENSOR.COPYSIGN.zero", "TENSOR.COPYSIGN.nan", "OP.BITCAST"), dtypes=NUMERIC,
           out_dtype=promoted, torch_defined=_copysign_defined,
           spec=_ints_only(oracles.elementwise(_copysign_int, lambda case: promoted(case.dtypes, {}))),
+          grad_domain=finite_inputs,
           note="integers stay integers (TENSOR.COPYSIGN: tinygrad's dtype; torch's is float); "
                                    "|INT_MIN| wraps; torch's float32 values are compared where they are exact"),
   _binary("fmod", "x.fmod(y)", "torch.fmod(x, y)", "EXACT",
           ("TENSOR.FMOD", "TENSOR.FMOD.sign", "TENSOR.FMOD.zero", "TENSOR.FMOD.special", "OP.MULACC", "OP.CMOD.zero"),
           lo=-20, hi=20, smooth={"x": (-2.0, 2.0), "y": (0.5, 2.0)}, torch_defined=_floordiv_defined,
-          spec=_ints_only(oracles.alu("CMOD")), grad_domain=finite_inputs,
+          spec=_ints_only(oracles.alu("CMOD")), grad_domain=lambda case: finite_inputs(case) and
+          bool(_trunc_defined(case).all()),
           note="integer x fmod 0 = x (OP.CMOD.zero; torch raises); floats exact within |x / y| < 2**p (ACC.RANGE)"),
   _binary("mod.named", "x.mod(y)", "torch.remainder(x, y)", "MOD", ("TENSOR.MOD", "OP.CMOD.sign"), lo=-20, hi=20,
           grad=None, api=("mod",), torch_defined=_floordiv_defined, spec=_ints_only(oracles.mod)),
@@ -157,11 +172,14 @@ OPS: list[Op] = [
   _binary("div.floor", "x.div(y, rounding_mode='floor')", "torch.div(x, y, rounding_mode='floor')", "EXACT",
           ("TENSOR.DIV.rounding", "OP.CDIV"), lo=-20, hi=20, api=(), torch_defined=_floordiv_defined,
           smooth={"x": (-2.0, 2.0), "y": (0.5, 2.0)}, spec=_ints_only(oracles.floordiv), grad_domain=finite_inputs),
-  Op("lerp", "x.lerp(y, z)", "torch.lerp(x, y, z)", Domain("elementwise", FLOATS, ("x", "y", "z")),
+  Op("lerp", "x.lerp(y, z)", "torch.lerp(x, y, z)",
+     Domain("elementwise", FLOATS, ("x", "y", "z"), specials=lambda v: not np.isinf(v), limit=_fraction_of_max(16)),
      ("TENSOR.LERP", "OP.MUL", "OP.ADD"), "LERP", "GRAD", grad_domain=finite_inputs,
-     note="one formula x + (end - x) w where torch switches to end - (end - x)(1 - w) for w >= 1/2 (ACC.LERP)"),
+     note="no infinities drawn (TENSOR.LERP), |x| <= max/16 so that (end - x) w stays finite (ACC.RANGE); one "
+          "formula x + (end - x) w where torch switches to "
+          "end - (end - x)(1 - w) for |w| >= 1/2 (ACC.LERP)"),
   _binary("lerp.scalar", "x.lerp(y, 0.25)", "torch.lerp(x, y, 0.25)", "LERP", ("TENSOR.LERP",), dtypes=FLOATS,
-          api=(), grad_domain=finite_inputs),
+          api=(), grad_domain=finite_inputs, specials=lambda v: not np.isinf(v), limit=_fraction_of_max(16)),
   _unary("isfinite", "x.isfinite()", "torch.isfinite(x)", "EXACT", ("TENSOR.ISFINITE", "OP.CMPNE.nan"), dtypes=ANY,
          grad=None),
   Op("isclose", "x.isclose(y, rtol, atol, equal_nan)", "torch.isclose(x, y, rtol, atol, equal_nan)",

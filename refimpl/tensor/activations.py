@@ -37,7 +37,8 @@ class ActivationOps:
     return gamma * self.elu(alpha)
 
   def celu(self, alpha=1.0) -> Tensor:
-    """x for x > 0 (and NaN), alpha * expm1(x / alpha) otherwise (TENSOR.CELU); slope 1 at 0, as torch's."""
+    """x for x > 0 (and NaN), alpha * expm1(x / alpha) otherwise (TENSOR.CELU, expm1 as in sinh's clause); slope 1
+    at 0, as torch's."""
     x = self.cast(least_upper_float(self.dtype))
     neg = x <= 0
     return neg.where(alpha * (neg.where(x, 0.0) / alpha)._expm1(), x)
@@ -52,7 +53,7 @@ class ActivationOps:
     """x * relu6(x + 3) / 6 (TENSOR.HARDSWISH); at x = -3 and 3 the slopes are 0 and 1 (relu6's zero slope at its
     bounds), as torch's."""
     x = self.cast(least_upper_float(self.dtype))
-    return x * (x + 3).relu6() * (1 / 6)
+    return x * ((x + 3).relu6() * (1 / 6))   # the factor is at most 1: x * 6 would overflow near the largest x
 
   def quick_gelu(self) -> Tensor:
     """x * sigmoid(1.702 x) (TENSOR.QUICK_GELU)."""

@@ -315,12 +315,14 @@ class ElementwiseOps:
     return (b.isinf() & finite).where(a, r)   # TENSOR.FMOD.special: x fmod +-inf = x for finite x
 
   def copysign(self, other) -> Tensor:
-    """|self| with the sign of `other` (TENSOR.COPYSIGN): the sign bit, so -0.0 and a NaN with its sign bit set count
-    as negative. The result dtype is the promoted one (tinygrad's; torch makes integers float)."""
+    """|self| with the sign of `other` (TENSOR.COPYSIGN): -0.0 counts as negative (its sign bit), a NaN as positive
+    (a NaN's sign is no value of the spec, OP.VALUES.nan). The result dtype is the promoted one (tinygrad's; torch
+    makes integers float)."""
     a, b = self._broadcasted(other)
     if a.dtype == dtypes.bool: raise SpecError("TENSOR.COPYSIGN", "copysign of bool tensors")
     mag = a.abs()
-    return b._signbit().where(-mag, mag)
+    negative = (b < 0) | ((b == 0) & b._signbit())   # TENSOR.COPYSIGN.zero, TENSOR.COPYSIGN.nan
+    return negative.where(-mag, mag)
 
   def lerp(self, end, weight) -> Tensor:
     """self + (end - self) * weight with broadcasting and promotion (TENSOR.LERP)."""

@@ -143,21 +143,22 @@ class UnaryOps:
   def log10(self) -> Tensor:
     """log10 x = log2(x) * log10(2) (TENSOR.LOG10)."""
     return self.log2() * math.log10(2)
+  def _sinh_small(self) -> Tensor:
+    """sinh x for |x| <= 1 by its Taylor series x (1 + x**2/3! + x**4/5! + ...), 10 terms (the tail is below
+    2**-53): positive terms, no cancellation, and a gradient that is the series' own derivative."""
+    return self * _horner(self * self, _SINH_SERIES)
   def _expm1(self) -> Tensor:
-    """e**u - 1 without cancellation near 0: with e = exp(u) rounded, (e - 1) * u / log(e) (Kahan: the rounding of
-    e cancels out), u itself where e rounds to 1; outside (-1, 1) plainly e - 1."""
-    e = self.exp()
-    near = (self > -1) & (self < 1)
-    kahan = near & (e != 1)
-    es, us = kahan.where(e, 2.0), kahan.where(self, math.log(2))
-    return (near & (e == 1)).where(self, kahan.where((es - 1) * us / es.log(), e - 1))
+    """e**u - 1 without cancellation near 0: 2 sinh(u/2) e**(u/2) for |u| < 2 (an identity of exact factors),
+    plainly e**u - 1 outside, where the subtraction loses nothing."""
+    near = (self > -2) & (self < 2)
+    h = near.where(self, 0.0) * 0.5
+    return near.where(2 * h._sinh_small() * h.exp(), self.exp() - 1)
   def sinh(self) -> Tensor:
-    """(e**x - e**-x) / 2 (TENSOR.SINH): for |x| < 1 from m = expm1(x) as (m + m / (m + 1)) / 2, which does not
-    cancel; e**x overflows first where |x| > ln(max) (ACC.RANGE)."""
+    """(e**x - e**-x) / 2 (TENSOR.SINH): for |x| < 1 its Taylor series, which does not cancel; e**x overflows
+    first where |x| > ln(max) (ACC.RANGE)."""
     x = self.cast(least_upper_float(self.dtype))
     small = (x > -1) & (x < 1)
-    m = small.where(x, 0.0)._expm1()
-    return small.where(0.5 * (m + m / (m + 1)), 0.5 * (x.exp() - (-x).exp()))
+    return small.where(small.where(x, 0.0)._sinh_small(), 0.5 * (x.exp() - (-x).exp()))
   def cosh(self) -> Tensor:
     """(e**x + e**-x) / 2 (TENSOR.COSH): a sum of positives, no cancellation."""
     x = self.cast(least_upper_float(self.dtype))
@@ -201,7 +202,7 @@ class UnaryOps:
     def f(a: Tensor) -> Tensor:
       big = a > big_at
       m = big.where(1.0, a)
-      return big.where(big.where(a, big_at).log() + math.log(2), (m + m * m / (1 + (1 + m * m).sqrt()))._log1p())
+      return big.where(big.where(a, big_at).log() + math.log(2), (m + m * m / (1 + (1 + m * m).sqrt()))._ln1p())
     return x._odd(f)
   def acosh(self) -> Tensor:
     """arcosh x (TENSOR.ACOSH): for x < 2, log1p(t + sqrt(t) sqrt(t + 2)) with t = x - 1 (exact), accurate near 1
@@ -212,15 +213,25 @@ class UnaryOps:
     near, far = x < 2, x > big_at
     t = near.where(x, 1.5) - 1
     m = (near | far).where(4.0, x)
-    return near.where((t + t.sqrt() * (t + 2).sqrt())._log1p(),
+    return near.where((t + t.sqrt() * (t + 2).sqrt())._ln1p(),
                       far.where(far.where(x, big_at).log() + math.log(2), (m + (m - 1).sqrt() * (m + 1).sqrt()).log()))
+  def _atanh_small(self) -> Tensor:
+    """atanh s for |s| < 1/2 by its Taylor series s (1 + s**2/3 + s**4/5 + ...), 24 terms of one sign (the tail is
+    below 2**-53)."""
+    return self * _horner(self * self, _ATANH_SERIES)
+  def _ln1p(self) -> Tensor:
+    """log(1 + u) for u >= 0 (or NaN), accurate near 0: 2 atanh(u / (u + 2)) for u < 2, where u / (u + 2) < 1/2;
+    plainly log(1 + u) above, where 1 + u loses nothing that matters."""
+    small = (self >= 2).logical_not()
+    us = small.where(self, 0.0)
+    return small.where(2 * (us / (us + 2))._atanh_small(), (1 + small.where(2.0, self)).log())
   def atanh(self) -> Tensor:
-    """artanh x (TENSOR.ATANH): odd; for a = |x| < 1/2, log1p(2a / (1 - a)) / 2, accurate near 0; else
-    (log(1 + a) - log(1 - a)) / 2, a sum of two positives: +-inf at +-1 with slope +inf, NaN beyond."""
+    """artanh x (TENSOR.ATANH): odd; for a = |x| < 1/2 its Taylor series; otherwise (log(1 + a) - log(1 - a)) / 2,
+    a sum of two positive terms: +-inf at +-1 with slope +inf, NaN beyond."""
     def f(a: Tensor) -> Tensor:
       small = a < 0.5
       s, b = small.where(a, 0.0), small.where(0.75, a)
-      return small.where(0.5 * (2 * s / (1 - s))._log1p(), 0.5 * ((1 + b).log() - (1 - b).log()))
+      return small.where(s._atanh_small(), 0.5 * ((1 + b).log() - (1 - b).log()))
     return self.cast(least_upper_float(self.dtype))._odd(f)
   def erf(self) -> Tensor:
     """The error function (TENSOR.ERF). |x| < 2: (2/sqrt(pi)) x e**-x**2 sum_n 2**n x**2n / (2n+1)!!, a series of
@@ -257,6 +268,10 @@ _ATAN_SERIES = [(-1) ** k / (2 * k + 1) for k in range(21)]
 # written as coefficients of w = x**2 / 4: c_n 4**n = 8**n / (1 * 3 * ... * (2n+1))
 _ERF_SERIES = [1.0]
 for _n in range(1, 30): _ERF_SERIES.append(_ERF_SERIES[-1] * 8 / (2 * _n + 1))
+# atanh(a) = a * sum_k a**2k / (2k + 1); 24 terms leave a tail below 2**-53 for a < 1/2
+_ATANH_SERIES = [1 / (2 * k + 1) for k in range(24)]
+# sinh(x) = x * sum_k x**2k / (2k + 1)!; 10 terms leave a tail below 2**-53 for |x| <= 1
+_SINH_SERIES = [1 / math.factorial(2 * k + 1) for k in range(10)]
 _TAN_PI_8, _TAN_3PI_8 = math.tan(math.pi / 8), math.tan(3 * math.pi / 8)
 
 
