@@ -28,6 +28,8 @@ DESCRIPTIVE: dict[str, str] = {
                    "by every Tensor op's entry",
   "TENSOR.COMPOSED": "how a composition's bound follows from its parts: a rule of spec/accuracy.md's tables, each of "
                      "which is cited by the tests it bounds",
+  "TENSOR.ALU": "Tensor.alu takes a member of the implementation's own Ops enum, which the adapter interface does not "
+                "carry, so no conformance test can call it portably; tests/test_tensor_math.py checks refimpl's",
   "ACC.TABLE": "the heading of the bound tables; each row is a clause of its own, cited by the tests it bounds",
   "TENSOR.QR.signs": "refimpl's sign convention for Q and R: the catalogue checks qr by what defines it (Q R = x, Q "
                      "orthogonal), which every convention meets (tinygrad keeps Householder signs); "

@@ -5,14 +5,14 @@ One class for users, written by op family: `core` holds the class itself (constr
 devices); each other module holds one family of ops as a plain class whose members are copied onto Tensor here, in
 one place, so that every module can name `Tensor` directly (for static creators and results) without an import
 circle. A module reads top to bottom like a chapter of the API."""
-from refimpl.tensor import (creation, cumulative, decompositions, elementwise, facts, indexing, linalg, losses,
-                            movement, nnops, pooling, random, reductions, selection, shaping, sorting, unary)
+from refimpl.tensor import (activations, creation, cumulative, decompositions, elementwise, facts, indexing, linalg,
+                            losses, movement, nnops, pooling, random, reductions, selection, shaping, sorting, unary)
 from refimpl.tensor.core import Tensor
 
 FAMILIES = (creation.CreationOps, random.RandomOps, movement.MovementOps, indexing.IndexingOps,
             elementwise.ElementwiseOps, unary.UnaryOps, reductions.ReductionOps, linalg.LinalgOps, nnops.NNOps,
             losses.LossOps, shaping.ShapingOps, pooling.PoolingOps, cumulative.CumulativeOps, sorting.SortingOps,
-            selection.SelectionOps, facts.FactOps, decompositions.DecompositionOps)
+            selection.SelectionOps, facts.FactOps, decompositions.DecompositionOps, activations.ActivationOps)
 _CLASS_ONLY = {"__module__", "__qualname__", "__dict__", "__weakref__", "__doc__", "__firstlineno__",
                "__static_attributes__", "__annotations__", "__annotate__"}
 

@@ -2,8 +2,9 @@
 floor division and remainder, pow, bitwise ops and the dtype shorthands."""
 from __future__ import annotations
 
+import functools
 import math
-
+import operator
 
 from refimpl.dtype import (DTypeLike, dtypes, least_upper_dtype, least_upper_float, scalar_result_dtype,
                            to_dtype)
@@ -12,6 +13,14 @@ from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 from refimpl.tensor.args import _broadcast_shape
 from refimpl.tensor.core import Tensor
+
+
+_SIGNED_OF_SIZE = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
+
+
+def _argfix(args: tuple) -> tuple:
+  """f(a, b) and f([a, b]) alike."""
+  return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
 
 
 class ElementwiseOps:
@@ -40,29 +49,63 @@ class ElementwiseOps:
     dtype = dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else self.dtype
     return Tensor(UOp(op, dtype, (self.uop, *(s.uop for s in src))))
 
-  def add(self, y, reverse=False) -> Tensor:
-    """x + y with broadcasting and promotion (DT.PROMOTE, DT.SCALAR-PROMOTE)."""
-    x, y = self._broadcasted(y, reverse); return x._alu(Ops.ADD, y)
-  def sub(self, y, reverse=False) -> Tensor:
-    """x - y with broadcasting and promotion."""
-    x, y = self._broadcasted(y, reverse); return x._alu(Ops.SUB, y)
-  def mul(self, y, reverse=False) -> Tensor:
-    """x * y with broadcasting and promotion."""
-    x, y = self._broadcasted(y, reverse); return x._alu(Ops.MUL, y)
+  def add(self, x, reverse=False) -> Tensor:
+    """self + x with broadcasting and promotion (DT.PROMOTE, DT.SCALAR-PROMOTE); `reverse` computes x + self."""
+    a, b = self._broadcasted(x, reverse); return a._alu(Ops.ADD, b)
+  def sub(self, x, reverse=False) -> Tensor:
+    """self - x with broadcasting and promotion; `reverse` computes x - self."""
+    a, b = self._broadcasted(x, reverse); return a._alu(Ops.SUB, b)
+  def mul(self, x, reverse=False) -> Tensor:
+    """self * x with broadcasting and promotion; `reverse` computes x * self."""
+    a, b = self._broadcasted(x, reverse); return a._alu(Ops.MUL, b)
 
-  def div(self, y, reverse=False) -> Tensor:
-    """True division: integer operands are divided as default floats (DT.PROMOTE.float)."""
-    x, y = self._broadcasted(y, reverse)
-    dt = least_upper_float(x.dtype)
-    return x.cast(dt)._alu(Ops.FDIV, y.cast(dt))
+  def div(self, x, reverse=False, rounding_mode=None) -> Tensor:
+    """self / x (TENSOR.DIV). rounding_mode None: true division, integer operands are divided as default floats
+    (DT.PROMOTE.float). 'trunc' and 'floor': the exact quotient rounded toward zero or down, in the promoted dtype
+    (integers stay integers, TENSOR.DIV.rounding)."""
+    if rounding_mode not in (None, "trunc", "floor"):
+      raise SpecError("TENSOR.DIV.rounding", f"rounding_mode={rounding_mode!r} is not None, 'trunc' or 'floor'")
+    a, b = self._broadcasted(x, reverse)
+    if rounding_mode is None:
+      dt = least_upper_float(a.dtype)
+      return a.cast(dt)._alu(Ops.FDIV, b.cast(dt))
+    if a.dtype == dtypes.bool:
+      raise SpecError("TENSOR.DIV.rounding", f"rounding_mode={rounding_mode!r} division of bool tensors (torch refuses "
+                      "it too)")
+    if rounding_mode == "floor": return a._floordiv(b)
+    # TENSOR.DIV.rounding: integers truncate with CDIV (x / 0 = -1, OP.CDIV.zero); floats truncate the exact quotient
+    return a._trunc_quotient(b)[0] if dtypes.is_float(a.dtype) else a._alu(Ops.CDIV, b)
 
-  def maximum(self, y) -> Tensor:
+  def _trunc_quotient(self, y: Tensor) -> tuple[Tensor, Tensor]:
+    """trunc(x / y) of the exact quotient for floats, and the remainder x - trunc(x / y) * y rounded once (fmod).
+    Rounding x / y can carry its magnitude up onto the next integer (rounding is monotone), never further while
+    |x / y| < 2**p; then MULACC's exact residual x - q*y has the sign opposite to x, and q is one too far from 0
+    (ACC.RANGE). The residual's sign decides, as in _float_floor_quotient. The residual is computed as -(q*y - x)
+    for an x with the sign bit set (s = -1, multiplications by +-1 are exact), so that an exact zero comes out as a
+    zero of x's sign (TENSOR.FMOD.sign) without a WHERE that would cut its gradient."""
+    # the quotient is a step function: its gradient is 0, and it is built on detached operands so that FDIV's rule
+    # never divides that zero by a zero divisor (0/0 = NaN, where torch's gradient is 0)
+    q = self.detach()._alu(Ops.FDIV, y.detach()).trunc()
+    s = self._signbit().where(-1.0, 1.0).cast(self.dtype)   # one MULACC for both signs: no WHERE whose zero
+    r = s * (-(s * q))._alu(Ops.MULACC, y, s * self)       # cotangent could meet an infinite q (0 * inf)
+    over = ((r < 0) & (self > 0)) | ((r > 0) & (self < 0))
+    step = q.sign()
+    fixed = over.where(q - step, q)
+    # a quotient corrected from +-1 to 0 takes the sign of the exact quotient, as trunc(-0.9) = -0.0
+    return (over & (fixed == 0)).where(q * 0, fixed), over.where(r + y * step, r)
+
+  def _signbit(self) -> Tensor:
+    """Whether the sign bit is set: x < 0 for integers; for floats also -0.0 and a NaN with its sign bit set."""
+    if not dtypes.is_float(self.dtype): return self < 0
+    return self.bitcast(_SIGNED_OF_SIZE[self.dtype.itemsize]) < 0
+
+  def maximum(self, x) -> Tensor:
     """Elementwise max; NaN propagates (OP.MAX.nan)."""
-    x, y = self._broadcasted(y); return x._alu(Ops.MAX, y)
-  def minimum(self, y) -> Tensor:
-    """Elementwise min; NaN propagates (floats: -max(-x, -y))."""
-    x, y = self._broadcasted(y)
-    return -((-x).maximum(-y)) if dtypes.is_float(x.dtype) else (x < y).where(x, y)
+    a, b = self._broadcasted(x); return a._alu(Ops.MAX, b)
+  def minimum(self, x) -> Tensor:
+    """Elementwise min; NaN propagates (floats: -max(-a, -b))."""
+    a, b = self._broadcasted(x)
+    return -((-a).maximum(-b)) if dtypes.is_float(a.dtype) else (a < b).where(a, b)
 
   def __lt__(self, y) -> Tensor: x, y = self._broadcasted(y); return x._alu(Ops.CMPLT, y)
   def __gt__(self, y) -> Tensor: x, y = self._broadcasted(y, True); return x._alu(Ops.CMPLT, y)
@@ -70,15 +113,14 @@ class ElementwiseOps:
   def __ne__(self, y) -> Tensor: x, y = self._broadcasted(y); return x._alu(Ops.CMPNE, y)  # type: ignore[override]
   __hash__ = object.__hash__
 
-  def where(self, a, b) -> Tensor:
-    """`a` where this bool tensor is true, else `b`."""
-    if isinstance(a, Tensor): a_, b_ = a._broadcasted(b)
-    elif isinstance(b, Tensor): b_, a_ = b._broadcasted(a)
-    else:
-      a_, b_ = Tensor(a, device=self.device)._broadcasted(b)
-    shape = _broadcast_shape(self.shape, a_.shape)
-    c, a_, b_ = self.cast(dtypes.bool)._expand_to(shape), a_._expand_to(shape), b_._expand_to(shape)
-    return Tensor(UOp(Ops.WHERE, a_.dtype, (c.uop, a_.uop, b_.uop)))
+  def where(self, x, y) -> Tensor:
+    """`x` where this tensor is true (nonzero), else `y`; both broadcast, their dtypes promote (OP.WHERE)."""
+    if isinstance(x, Tensor): a, b = x._broadcasted(y)
+    elif isinstance(y, Tensor): b, a = y._broadcasted(x)
+    else: a, b = Tensor(x, device=self.device)._broadcasted(y)
+    shape = _broadcast_shape(self.shape, a.shape)
+    c, a, b = self.cast(dtypes.bool)._expand_to(shape), a._expand_to(shape), b._expand_to(shape)
+    return Tensor(UOp(Ops.WHERE, a.dtype, (c.uop, a.uop, b.uop)))
 
   def __neg__(self) -> Tensor:
     return self.logical_not() if self.dtype == dtypes.bool else self._alu(Ops.NEG)
@@ -160,7 +202,7 @@ class ElementwiseOps:
     to the next integer (rounding is monotone), so floor(FDIV) is the floor or one more; MULACC(-q, y, x) is the
     exact residual rounded once, and a nonzero residual whose sign differs from y's says it is one more. A NaN
     residual (0 * inf) corrects nothing."""
-    q = self._alu(Ops.FDIV, y).floor()
+    q = self.detach()._alu(Ops.FDIV, y.detach()).floor()   # a step function: gradient 0 (see _trunc_quotient)
     r = (-q)._alu(Ops.MULACC, y, self)
     over = ((r < 0) & (y > 0)) | ((r > 0) & (y < 0))
     return over.where(q - 1, q), over.where(r + y, r)
@@ -198,12 +240,12 @@ class ElementwiseOps:
     _, r, fix = self._floor_correction(y)
     return fix.where(r + y, r)
 
-  def pow(self, y, reverse: bool = False) -> Tensor:
-    """x ** y with the POW op (OP.POW): an int tensor to an int power stays int (negative powers follow
-    OP.POW.negative-exponent where torch raises); a float operand makes it float. bool ** bool is x | ~y."""
-    x, y = self._broadcasted(y, reverse)
-    if x.dtype == dtypes.bool: return x | y.logical_not()
-    return x._alu(Ops.POW, y)
+  def pow(self, x, reverse: bool = False) -> Tensor:
+    """self ** x with the POW op (OP.POW): an int tensor to an int power stays int (negative powers follow
+    OP.POW.negative-exponent where torch raises); a float operand makes it float. bool ** bool is a | ~b."""
+    a, b = self._broadcasted(x, reverse)
+    if a.dtype == dtypes.bool: return a | b.logical_not()
+    return a._alu(Ops.POW, b)
   def __pow__(self, y) -> Tensor: return self.pow(y)
   def __rpow__(self, y) -> Tensor: return self.pow(y, True)
 
@@ -232,6 +274,127 @@ class ElementwiseOps:
     return self.logical_not() if self.dtype == dtypes.bool else self ^ -1
 
 
+
+  # named forms of the operators (tinygrad's names), with `reverse` where tinygrad has it
+  def eq(self, x) -> Tensor:
+    """self == x elementwise, as bool (OP.CMPEQ: NaN equals nothing)."""
+    return self == x
+  def ne(self, x) -> Tensor:
+    """self != x elementwise, as bool (OP.CMPNE: NaN differs from everything)."""
+    return self != x
+  def mod(self, x, reverse=False) -> Tensor:
+    """Remainder with the sign of the divisor, as `%` (torch.remainder); `reverse` computes x % self."""
+    a, b = self._broadcasted(x, reverse); return a._mod(b)
+  def bitwise_and(self, x, reverse=False) -> Tensor:
+    """self & x for bool and integer tensors (OP.AND)."""
+    return self._bitwise(Ops.AND, x, reverse)
+  def bitwise_or(self, x, reverse=False) -> Tensor:
+    """self | x for bool and integer tensors (OP.OR)."""
+    return self._bitwise(Ops.OR, x, reverse)
+  def bitwise_xor(self, x, reverse=False) -> Tensor:
+    """self ^ x for bool and integer tensors (OP.XOR)."""
+    return self._bitwise(Ops.XOR, x, reverse)
+  def bitwise_not(self) -> Tensor:
+    """~self: every bit flipped (logical not for bool, OP.XOR)."""
+    return ~self
+  def lshift(self, x, reverse=False) -> Tensor:
+    """self << x for integers (TENSOR.SHIFT: the count is taken modulo the bit width, OP.SHL.count)."""
+    return self._bitwise(Ops.SHL, x, reverse)
+  def rshift(self, x, reverse=False) -> Tensor:
+    """self >> x for integers, arithmetic for signed dtypes (TENSOR.SHIFT, OP.SHR.count)."""
+    return self._bitwise(Ops.SHR, x, reverse)
+
+  def fmod(self, x) -> Tensor:
+    """C's remainder, with the sign of the dividend (TENSOR.FMOD). Integers: CMOD (x fmod 0 = x, OP.CMOD.zero).
+    Floats: x - trunc(x / y) * y of the exact quotient, rounded once, so exact while |x / y| < 2**p (ACC.RANGE)."""
+    a, b = self._broadcasted(x)
+    if a.dtype == dtypes.bool: raise SpecError("TENSOR.FMOD", "fmod of bool tensors")
+    if not dtypes.is_float(a.dtype): return a._alu(Ops.CMOD, b)
+    _, r = a._trunc_quotient(b)   # TENSOR.FMOD.sign: a zero remainder has the dividend's sign
+    finite = (a - a) == 0
+    return (b.isinf() & finite).where(a, r)   # TENSOR.FMOD.special: x fmod +-inf = x for finite x
+
+  def copysign(self, other) -> Tensor:
+    """|self| with the sign of `other` (TENSOR.COPYSIGN): -0.0 counts as negative (its sign bit), a NaN as positive
+    (a NaN's sign is no value of the spec, OP.VALUES.nan). The result dtype is the promoted one (tinygrad's; torch
+    makes integers float)."""
+    a, b = self._broadcasted(other)
+    if a.dtype == dtypes.bool: raise SpecError("TENSOR.COPYSIGN", "copysign of bool tensors")
+    mag = a.abs()
+    negative = (b < 0) | ((b == 0) & b._signbit())   # TENSOR.COPYSIGN.zero, TENSOR.COPYSIGN.nan
+    return negative.where(-mag, mag)
+
+  def lerp(self, end, weight) -> Tensor:
+    """self + (end - self) * weight with broadcasting and promotion (TENSOR.LERP)."""
+    return self + (end - self) * weight
+
+  def square(self) -> Tensor:
+    """self * self (TENSOR.SQUARE)."""
+    return self * self
+
+  def logaddexp(self, other) -> Tensor:
+    """log(e**self + e**other) as max + log1p(e**-|self - other|) (TENSOR.LOGADDEXP): no overflow, and equal
+    operands (infinities included) give max + ln 2, with the gradient split in halves as torch's."""
+    a, b = self._broadcasted(other)
+    dt = least_upper_float(a.dtype)
+    a, b = a.cast(dt), b.cast(dt)
+    d = (a == b).where(0.0, a - b)
+    return a.maximum(b) + (-d.abs())._softplus_stable()
+
+  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan=False) -> Tensor:
+    """|self - other| <= atol + rtol * |other| for finite values, equality for infinities, and NaN close to NaN
+    only with equal_nan (TENSOR.ISCLOSE). Integer and bool operands are compared in the default float."""
+    a, b = self._broadcasted(other)
+    dt = least_upper_float(a.dtype)
+    a, b = a.cast(dt), b.cast(dt)
+    close = (a == b) | (a.isfinite() & b.isfinite() & ((a - b).abs() <= atol + rtol * b.abs()))
+    return (close | (a.isnan() & b.isnan())) if equal_nan else close
+
+  def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan=False) -> Tensor:
+    """Whether every element is close (isclose(...).all(), a 0-d bool tensor; TENSOR.ISCLOSE)."""
+    return self.isclose(other, rtol, atol, equal_nan).all()
+
+  # tinygrad's small building blocks
+  def alu(self, op: Ops, *src: Tensor) -> Tensor:
+    """The ALU op `op` applied elementwise to self and `src` (TENSOR.ALU): no broadcasting and no promotion; the
+    operands must have equal shapes, and dtypes the op accepts (OP.ALU)."""
+    from refimpl.uop import GroupOp
+    from refimpl.uop.semantics import alu_result_dtype
+    if op not in GroupOp.ALU: raise SpecError("TENSOR.ALU", f"{op!r} is not an ALU op")
+    arity = 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3
+    if len(src) + 1 != arity: raise SpecError("TENSOR.ALU", f"{op.name} takes {arity} operands, got {len(src) + 1}")
+    if not all(isinstance(s, Tensor) for s in src): raise SpecError("TENSOR.ALU", "the operands must be Tensors")
+    ops = (self, *src)
+    if any(t.shape != self.shape for t in ops):
+      raise SpecError("TENSOR.ALU", f"operand shapes {[t.shape for t in ops]} differ (alu does not broadcast)")
+    values = ops[1:] if op is Ops.WHERE else ops
+    if op is Ops.WHERE and self.dtype != dtypes.bool:
+      raise SpecError("TENSOR.ALU", f"the condition of WHERE is {self.dtype!r}, not bool")
+    if any(t.dtype != values[0].dtype for t in values):
+      raise SpecError("TENSOR.ALU", f"operand dtypes {[t.dtype for t in ops]} differ (alu does not promote)")
+    out = alu_result_dtype(op, values[0].dtype)   # OP.ALU: a dtype the op does not accept is a SpecError
+    return Tensor(UOp(op, out, tuple(t.uop for t in ops)))
+
+  @staticmethod
+  def const(b, dtype: DTypeLike | None = None) -> Tensor:
+    """A 0-d tensor holding `b` (TENSOR.CONST): of `dtype`, else the default dtype of the Python value (DT.DEFAULT)."""
+    return Tensor(b, dtype=dtype)
+  def const_like(self, b, dtype: DTypeLike | None = None) -> Tensor:
+    """`b` in this tensor's shape, of `dtype` or this tensor's dtype, on its device (TENSOR.CONST)."""
+    return Tensor.full(self.shape, b, dtype=dtype if dtype is not None else self.dtype, device=self.device)
+  def ufix(self, x) -> Tensor:
+    """`x` as a tensor to combine with this one (TENSOR.UFIX): a Tensor as it is, a Python value as a 0-d tensor of
+    the dtype it takes next to this tensor (DT.SCALAR-PROMOTE), on this tensor's device."""
+    if isinstance(x, Tensor): return x
+    return Tensor(x, dtype=scalar_result_dtype(self.dtype, x), device=self.device)
+  def usum(self, *uops) -> Tensor:
+    """self + uops[0] + uops[1] + ... left to right (`|` when self is bool); a single list or tuple is unpacked
+    (TENSOR.USUM)."""
+    return functools.reduce(operator.or_ if self.dtype == dtypes.bool else operator.add, _argfix(uops), self)
+  def uprod(self, *uops) -> Tensor:
+    """self * uops[0] * uops[1] * ... left to right (`&` when self is bool); a single list or tuple is unpacked
+    (TENSOR.USUM)."""
+    return functools.reduce(operator.and_ if self.dtype == dtypes.bool else operator.mul, _argfix(uops), self)
 
   __add__, __sub__, __mul__, __truediv__ = add, sub, mul, div
   def __radd__(self, y): return self.add(y, True)
