@@ -22,6 +22,7 @@ from refimpl.dtype import DType, dtypes
 from refimpl.runtime import compile_error
 from refimpl.helpers import SpecError, getenv
 from refimpl.renderer.cstyle import CRenderer, kernel_name
+from refimpl.runtime.bounds import checking, info_words, raise_fault
 from refimpl.runtime.launch import Limits, check_launch
 from refimpl.uop import Ops
 
@@ -67,6 +68,7 @@ class CPUProgram:
   fn: object
   grid_params: tuple[str, ...]
   has_barrier: bool
+  checked: bool = False   # EXEC.BOUNDS.checked: the kernel takes bounds_info after its buffers
 
   @property
   def name(self) -> str: return self.program.name
@@ -75,10 +77,12 @@ class CPUProgram:
 class CPUBackend(Backend):
   """The CPU: `CC` picks the compiler, `CPU_THREADS` the number of threads (1: no threading; default: every core),
   `CACHE_DIR` the disk cache (default `$XDG_CACHE_HOME/tinyspec` or `~/.cache/tinyspec`), `CACHE=0` turns it off.
-  They are read when the backend is made."""
+  They are read when the backend is made. `sanitize` (default: $SANITIZE at each compile) compiles kernels that check
+  every access (EXEC.BOUNDS.checked)."""
   name = "CPU"
 
-  def __init__(self):
+  def __init__(self, sanitize: bool | None = None):
+    self.sanitize = sanitize
     self.cc = os.environ.get("CC", "cc")
     self.threads = int(os.environ.get("CPU_THREADS", "0")) or os.cpu_count() or 1
     if os.environ.get("CACHE", "1") == "0": self.cache_dir: Path | None = None
@@ -89,7 +93,7 @@ class CPUBackend(Backend):
     self.renderer = CRenderer()
     self.compiler_runs = 0   # how many times the compiler was invoked (a disk cache hit does not count)
     self._compiler_id: str | None = None
-    self._programs: dict[LinearProgram, CPUProgram] = {}
+    self._programs: dict[tuple[LinearProgram, bool], CPUProgram] = {}   # keyed by program and checking mode
     self._libs: dict[str, ctypes.CDLL] = {}
 
   def supports(self, dtype: DType) -> bool:
@@ -122,19 +126,20 @@ class CPUBackend(Backend):
 
   # ---- compiling (DEV.COMPILE)
   def compile(self, program: LinearProgram) -> CPUProgram:
-    """Render C for `program` and compile it (or find it in the caches)."""
-    if program not in self._programs:
-      src = self.renderer.render(program)
+    """Render C for `program` and compile it (or find it in the caches); checked when bounds.checking says so."""
+    key = (program, checking(self.sanitize))
+    if key not in self._programs:
+      src = self.renderer.render(program, **({"checked": True} if key[1] else {}))   # the plain call as before
       if getenv("DEBUG", 0) >= 3: print(src)
       lib = self.compile_c(src, program.name, flags_for(program))
       fn = getattr(lib, kernel_name(program))
       grid = tuple(self.renderer.grid_params(program))
-      fn.argtypes = ([ctypes.c_void_p] * len(program.globals) + [_CTYPES[v.dtype] for v in program.vars] +
+      fn.argtypes = ([ctypes.c_void_p] * (len(program.globals) + key[1]) + [_CTYPES[v.dtype] for v in program.vars] +
                      [ctypes.c_int64] * (2 + len(grid)))
       fn.restype = None
       barrier = any(u.op is Ops.BARRIER for u in program.uops)
-      self._programs[program] = CPUProgram(program, src, fn, grid, barrier)
-    return self._programs[program]
+      self._programs[key] = CPUProgram(program, src, fn, grid, barrier, key[1])
+    return self._programs[key]
 
   def compiler_id(self) -> str:
     """The compiler's resolved path and `--version` line: part of the cache key (DEV.CPU.cache)."""
@@ -188,18 +193,20 @@ class CPUBackend(Backend):
                       f"so it cannot run a BARRIER in work-groups of {math.prod(lsz)} threads (local size {lsz})")
     for b in bufs:
       if not isinstance(b.handle, np.ndarray): raise SpecError("EXEC.PROGRAM.params", f"{p.name}: buffer not on CPU")
-    head = [b.handle.ctypes.data for b in bufs] + [vals[v.arg[0]] for v in p.vars]
+    info = info_words(bufs) if compiled.checked else None   # EXEC.BOUNDS.checked: sizes in, the first fault out
+    head = [b.handle.ctypes.data for b in bufs] + ([info.ctypes.data] if info is not None else []) + \
+      [vals[v.arg[0]] for v in p.vars]
     sizes = {"gsize0": gsz[0], "gsize1": gsz[1], "lsize0": lsz[0], "lsize1": lsz[1], "lsize2": lsz[2]}
     tail = [sizes[n] for n in compiled.grid_params]
     total = math.prod(gsz)
     n = min(self.threads, total)
-    if n <= 1 or total < PARALLEL_MIN:
-      compiled.fn(*head, 0, total, *tail)
-      return
-    bounds = [total * i // n for i in range(n + 1)]
-    # work-groups are independent (EXEC.BARRIER.scope), so any split gives the same buffers (EXEC.ASIF)
-    futures = [_pool(n).submit(compiled.fn, *head, lo, hi, *tail) for lo, hi in zip(bounds, bounds[1:])]
-    for f in futures: f.result()
+    if n <= 1 or total < PARALLEL_MIN: compiled.fn(*head, 0, total, *tail)
+    else:
+      cuts = [total * i // n for i in range(n + 1)]
+      # work-groups are independent (EXEC.BARRIER.scope), so any split gives the same buffers (EXEC.ASIF)
+      futures = [_pool(n).submit(compiled.fn, *head, lo, hi, *tail) for lo, hi in zip(cuts, cuts[1:])]
+      for f in futures: f.result()
+    if info is not None: raise_fault(p, info)
 
 
 def flags_for(program: LinearProgram) -> tuple[str, ...]:
