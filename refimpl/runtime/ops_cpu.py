@@ -3,14 +3,18 @@ default `cc`) into a shared object, loaded with ctypes and run on 64-byte aligne
 cached on disk (DEV.CPU.cache); launches with many work-groups are split over a pool of threads (DEV.C.threads)."""
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import hashlib
 import math
 import os
 import platform
 import shutil
+import struct
 import subprocess
 import tempfile
+import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,7 +135,7 @@ class CPUBackend(Backend):
     if key not in self._programs:
       src = self.renderer.render(program, **({"checked": True} if key[1] else {}))   # the plain call as before
       if getenv("DEBUG", 0) >= 3: print(src)
-      lib = self.compile_c(src, program.name, flags_for(program))
+      lib = self.compile_c(src, program.name, flags_for(program), kernel_name(program))
       fn = getattr(lib, kernel_name(program))
       grid = tuple(self.renderer.grid_params(program))
       fn.argtypes = ([ctypes.c_void_p] * (len(program.globals) + key[1]) + [_CTYPES[v.dtype] for v in program.vars] +
@@ -150,33 +154,58 @@ class CPUBackend(Backend):
       self._compiler_id = f"{os.path.realpath(path)}\n{out.splitlines()[0] if out else ''}"
     return self._compiler_id
 
-  def compile_c(self, src: str, name: str = "kernel", flags: tuple[str, ...] = FLAGS) -> ctypes.CDLL:
+  def compile_c(self, src: str, name: str = "kernel", flags: tuple[str, ...] = FLAGS,
+                symbol: str | None = None) -> ctypes.CDLL:
     """Compile C source `src` with `flags` to a shared object and load it; a disk cache keyed by the sha256 of the
     source, the compiler, the flags and (with -march=native) the host CPU makes a second compile of the same source
-    load the earlier object (DEV.CPU.cache)."""
+    load the earlier object (DEV.CPU.cache). A cached file that is not a whole object of this key (its trailer says),
+    does not load or lacks the function `symbol` is removed and compiled again, with a warning (DEV.CPU.cache.heal)."""
     host = _host_cpu() if "-march=native" in flags else ""
-    key = hashlib.sha256("\0".join((src, self.compiler_id(), *flags, host)).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((CACHE_VERSION, src, self.compiler_id(), *flags, host)).encode()).hexdigest()
     if key in self._libs: return self._libs[key]
-    if self.cache_dir is not None and (self.cache_dir / f"{key}.so").exists():
-      lib = ctypes.CDLL(str(self.cache_dir / f"{key}.so"))
-    else:
-      with tempfile.TemporaryDirectory(prefix="tinyspec-cc-") as tmp:
-        c_file, so_file = Path(tmp) / f"{name}.c", Path(tmp) / f"{key}.so"
-        c_file.write_text(src)
-        self.compiler_runs += 1
-        r = subprocess.run([shutil.which(self.cc) or self.cc, *flags, "-o", str(so_file), str(c_file), "-lm"],
-                           capture_output=True, text=True)
-        if r.returncode != 0: raise _compile_error(self.cc, name, src, r.returncode, r.stderr + r.stdout)
-        if self.cache_dir is None: lib = ctypes.CDLL(str(so_file))   # mapped: removing the file is fine
-        else:
-          self.cache_dir.mkdir(parents=True, exist_ok=True)
-          final = self.cache_dir / f"{key}.so"
-          tmp_final = self.cache_dir / f".{key}.{os.getpid()}.tmp"
-          shutil.copyfile(so_file, tmp_final)
-          os.replace(tmp_final, final)   # atomic: a concurrent reader sees the whole object or none
-          lib = ctypes.CDLL(str(final))
+    final = None if self.cache_dir is None else self.cache_dir / f"{key}.so"
+    lib = self._load_cached(final, key, symbol) if final is not None and final.exists() else None
+    if lib is None: lib = self._compile(src, name, flags, key, final, symbol)
     self._libs[key] = lib
     return lib
+
+  def _load_cached(self, path: Path, key: str, symbol: str | None) -> ctypes.CDLL | None:
+    """DEV.CPU.cache.heal: the cached object at `path` if it is whole and ours, else None after removing it."""
+    try:
+      why = _unsealed(path.read_bytes(), key)
+      lib, why = (None, why) if why else _open(path, symbol)
+    except OSError as e: lib, why = None, f"it does not load ({e})"
+    if lib is not None: return lib
+    warnings.warn(f"DEV.CPU.cache.heal: cached object {path} is unusable: {why}; removed, compiling again",
+                  RuntimeWarning, stacklevel=4)
+    path.unlink(missing_ok=True)
+    return None
+
+  def _compile(self, src: str, name: str, flags: tuple[str, ...], key: str, final: Path | None,
+               symbol: str | None) -> ctypes.CDLL:
+    """Run the compiler on `src` in a fresh temporary folder, load its object from there (a fresh name: the loader
+    never mistakes it for an object loaded before under the cache's name), then publish it to the cache."""
+    with tempfile.TemporaryDirectory(prefix="tinyspec-cc-") as tmp:
+      c_file, so_file = Path(tmp) / f"{name}.c", Path(tmp) / f"{key}.so"
+      c_file.write_text(src)
+      self.compiler_runs += 1
+      cc = shutil.which(self.cc) or self.cc
+      r = subprocess.run([cc, *flags, "-o", str(so_file), str(c_file), "-lm"], capture_output=True, text=True)
+      if r.returncode != 0: raise _compile_error(self.cc, name, src, r.returncode, r.stderr + r.stdout)
+      try:
+        obj = so_file.read_bytes()
+        why = _elf_whole(obj)
+        lib, why = (None, why) if why else _open(so_file, symbol)
+      except OSError as e: lib, why = None, f"it does not load ({e})"
+      if lib is None:   # DEV.CPU.compile-error: the compiler said yes, but what it wrote is no object of ours
+        raise SpecError("DEV.COMPILE", f"compiler {self.cc!r} ({cc}) exited 0 compiling {name}, but its output "
+                        f"{so_file} is unusable: {why}")
+      if final is not None:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp_final = final.parent / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp_final.write_bytes(_sealed(obj, key))
+        os.replace(tmp_final, final)   # atomic: a concurrent reader sees the whole object or none
+    return lib   # mapped: removing the temporary file is fine
 
   # ---- running (DEV.LAUNCH)
   def launch(self, compiled: CPUProgram, bufs: list[Buffer], vals: dict[str, int] | None = None,
@@ -214,6 +243,52 @@ def flags_for(program: LinearProgram) -> tuple[str, ...]:
   the program keeps TILE_REGS or more register accumulators (a tile of outputs per thread)."""
   if sum(u.op is Ops.DEFINE_REG for u in program.uops) < TILE_REGS: return FLAGS
   return tuple(x for f in FLAGS for x in (TILE_FLAGS if f == "-O2" else (f,)))
+
+
+CACHE_VERSION = "2"   # DEV.CPU.cache: since version 2 a cached object ends with its TRAILER
+TRAILER = b"tinyspec-cpu-object\0"   # then the 64 hex digits of the key, then the sha256 of the object before it
+
+
+def _sealed(obj: bytes, key: str) -> bytes:
+  """DEV.CPU.cache.heal: the bytes a cache file holds: the object, TRAILER, the key, the object's sha256 (the loader
+  maps an object by its headers, so bytes after it are never read)."""
+  return obj + TRAILER + key.encode() + hashlib.sha256(obj).digest()
+
+
+def _unsealed(data: bytes, key: str) -> str:
+  """Why the cache file `data` is not a whole object of `key` ("" if it is)."""
+  n = len(TRAILER) + 64 + 32
+  if len(data) < n or data[-n:-96] != TRAILER: return "it is not a sealed object (truncated, or not written by us)"
+  obj, found, digest = data[:-n], data[-96:-32].decode(errors="replace"), data[-32:]
+  if found != key: return f"it is the object of key {found[:16]}..., not {key[:16]}..."
+  if hashlib.sha256(obj).digest() != digest: return "its bytes do not match its checksum (corrupted)"
+  return _elf_whole(obj)
+
+
+def _elf_whole(obj: bytes) -> str:
+  """Why `obj` is not a whole ELF object ("" if it is): the loader maps the segments its program headers name, and a
+  segment past the end of the file would be a SIGBUS when touched, so that is checked before loading."""
+  if obj[:4] != b"\x7fELF" or obj[4] not in (1, 2) or obj[5] not in (1, 2): return "it is not an ELF object"
+  wide, end = obj[4] == 2, "<" if obj[5] == 1 else ">"
+  try:
+    phoff, phentsize, phnum = (struct.unpack_from(end + "Q", obj, 32)[0], *struct.unpack_from(end + "HH", obj, 54)) \
+      if wide else (struct.unpack_from(end + "I", obj, 28)[0], *struct.unpack_from(end + "HH", obj, 42))
+    for k in range(phnum):
+      at = phoff + k * phentsize
+      off, size = struct.unpack_from(end + "QxxxxxxxxxxxxxxxxQ", obj, at + 8) if wide else \
+        struct.unpack_from(end + "IxxxxxxxxI", obj, at + 4)
+      if off + size > len(obj): return f"a segment ends at byte {off + size}, past the object's {len(obj)} bytes"
+  except struct.error: return "its headers are cut off"
+  return ""
+
+
+def _open(path: Path, symbol: str | None) -> tuple[ctypes.CDLL | None, str]:
+  """Load the checked object at `path`: (the library, "") if it has `symbol`, else (None, why), unloaded. The
+  loader's OSError goes to the caller."""
+  lib = ctypes.CDLL(str(path))
+  if symbol is None or hasattr(lib, symbol): return lib, ""
+  _ctypes.dlclose(lib._handle)   # so that the name can be loaded afresh
+  return None, f"it has no function {symbol}"
 
 
 def _host_cpu() -> str:
