@@ -7,13 +7,13 @@ the PYTHON device of `emu` without importing it (DESIGN.md: nothing in refimpl i
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from refimpl.dtype import DType, PtrDType
 from refimpl.helpers import SpecError
+from refimpl.helpers import knob
 from refimpl.uop import GroupOp, Ops
 from refimpl.uop.ops import UOp
 
@@ -228,7 +228,7 @@ class _DeviceRegistry:
 
   @property
   def DEFAULT(self) -> str:
-    if self._default is None: self._default = self.canonicalize(os.environ.get("DEV", "PYTHON"))
+    if self._default is None: self._default = self.canonicalize(knob("DEV"))   # DEV.KNOBS: validated
     return self._default
 
   @DEFAULT.setter

@@ -25,6 +25,7 @@ from refimpl.device import Backend, Buffer, LinearProgram
 from refimpl.dtype import DType, dtypes
 from refimpl.runtime import compile_error
 from refimpl.helpers import SpecError, getenv
+from refimpl.helpers import cache_root, knob
 from refimpl.renderer.cstyle import CRenderer, kernel_name
 from refimpl.runtime.bounds import checking, info_words, raise_fault
 from refimpl.runtime.launch import Limits, check_launch
@@ -87,13 +88,10 @@ class CPUBackend(Backend):
 
   def __init__(self, sanitize: bool | None = None):
     self.sanitize = sanitize
-    self.cc = os.environ.get("CC", "cc")
-    self.threads = int(os.environ.get("CPU_THREADS", "0")) or os.cpu_count() or 1
-    if os.environ.get("CACHE", "1") == "0": self.cache_dir: Path | None = None
-    else:
-      root = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                         os.path.expanduser("~/.cache"), "tinyspec")
-      self.cache_dir = Path(root) / "cpu"
+    self.cc = knob("CC")   # DEV.KNOBS: validated
+    self.threads = knob("CPU_THREADS") or os.cpu_count() or 1
+    root = cache_root()
+    self.cache_dir: Path | None = None if root is None else Path(root) / "cpu"
     self.renderer = CRenderer()
     self.compiler_runs = 0   # how many times the compiler was invoked (a disk cache hit does not count)
     self._compiler_id: str | None = None
