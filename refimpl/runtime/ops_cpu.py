@@ -56,12 +56,16 @@ _CTYPES = {dtypes.int8: ctypes.c_int8, dtypes.uint8: ctypes.c_uint8, dtypes.int1
            dtypes.uint16: ctypes.c_uint16, dtypes.int32: ctypes.c_int32, dtypes.uint32: ctypes.c_uint32,
            dtypes.int64: ctypes.c_int64, dtypes.uint64: ctypes.c_uint64}
 _POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
 
 
 def _pool(n: int) -> ThreadPoolExecutor:
-  """A persistent pool of `n` threads (ctypes releases the GIL while a kernel runs, so they run in parallel)."""
-  if n not in _POOLS: _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tinyspec-cpu")
-  return _POOLS[n]
+  """A persistent pool of `n` threads (ctypes releases the GIL while a kernel runs, so they run in parallel). Its
+  threads run compiled kernels only, through ctypes on raw buffer addresses: no Python object of refimpl is touched
+  there (UOP.HASHCONS.threads)."""
+  with _POOLS_LOCK:
+    if n not in _POOLS: _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tinyspec-cpu")
+    return _POOLS[n]
 
 
 @dataclass
@@ -97,6 +101,7 @@ class CPUBackend(Backend):
     self._compiler_id: str | None = None
     self._programs: dict[tuple[LinearProgram, bool], CPUProgram] = {}   # keyed by program and checking mode
     self._libs: dict[str, ctypes.CDLL] = {}
+    self._lock = threading.RLock()   # UOP.HASHCONS.threads: compile is one get-or-make step per program
 
   def supports(self, dtype: DType) -> bool:
     """DEV.DTYPE: every scalar dtype (16-bit floats stored as their bits and computed in float32, DEV.C.half)."""
@@ -130,6 +135,10 @@ class CPUBackend(Backend):
   def compile(self, program: LinearProgram) -> CPUProgram:
     """Render C for `program` and compile it (or find it in the caches); checked when bounds.checking says so."""
     key = (program, checking(self.sanitize))
+    if key in self._programs: return self._programs[key]
+    with self._lock: return self._compile_locked(program, key)
+
+  def _compile_locked(self, program: LinearProgram, key: tuple[LinearProgram, bool]) -> CPUProgram:
     if key not in self._programs:
       src = self.renderer.render(program, **({"checked": True} if key[1] else {}))   # the plain call as before
       if getenv("DEBUG", 0) >= 3: print(src)
