@@ -1,11 +1,13 @@
 """refimpl: the reference implementation, with tinygrad's public API
 (`from refimpl import Tensor, Device, dtypes, TinyJit, UOp, Variable, Context, GlobalCounters, getenv`)."""
-from refimpl.dtype import dtypes, DType
-from refimpl.device import Device
-from refimpl.helpers import Context, GlobalCounters, SpecError, getenv
-from refimpl.tensor import Tensor
-from refimpl.jit import TinyJit
-from refimpl.uop.ops import UOp
+from refimpl.helpers import check_environment
+check_environment()   # DEV.KNOBS: a bad knob stops the import with its name, its range and the value
+from refimpl.dtype import dtypes, DType  # noqa: E402
+from refimpl.device import Device  # noqa: E402
+from refimpl.helpers import Context, GlobalCounters, SpecError, getenv  # noqa: E402
+from refimpl.tensor import Tensor  # noqa: E402
+from refimpl.jit import TinyJit  # noqa: E402
+from refimpl.uop.ops import UOp  # noqa: E402
 
 __all__ = ["dtypes", "DType", "Device", "Tensor", "TinyJit", "UOp", "Variable", "Context", "GlobalCounters", "getenv"]
 

@@ -7,13 +7,14 @@ the PYTHON device of `emu` without importing it (DESIGN.md: nothing in refimpl i
 from __future__ import annotations
 
 import importlib
-import os
+import threading
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from refimpl.dtype import DType, PtrDType
 from refimpl.helpers import SpecError
+from refimpl.helpers import knob
 from refimpl.uop import GroupOp, Ops
 from refimpl.uop.ops import UOp
 
@@ -201,6 +202,7 @@ class _DeviceRegistry:
   def __init__(self):
     self._open: dict[str, Backend] = {}
     self._default: str | None = None
+    self._lock = threading.RLock()   # UOP.HASHCONS.threads: each device is made once, whichever threads ask
 
   @staticmethod
   def canonicalize(name: str) -> str:
@@ -210,6 +212,10 @@ class _DeviceRegistry:
 
   def __getitem__(self, name: str) -> Backend:
     key = self.canonicalize(name)
+    if key in self._open: return self._open[key]
+    with self._lock: return self._open_locked(key)
+
+  def _open_locked(self, key: str) -> Backend:
     if key not in self._open:
       base = key.partition(":")[0]
       if base not in _FACTORIES: _discover()
@@ -228,7 +234,7 @@ class _DeviceRegistry:
 
   @property
   def DEFAULT(self) -> str:
-    if self._default is None: self._default = self.canonicalize(os.environ.get("DEV", "PYTHON"))
+    if self._default is None: self._default = self.canonicalize(knob("DEV"))   # DEV.KNOBS: validated
     return self._default
 
   @DEFAULT.setter

@@ -17,6 +17,7 @@ from refimpl.codegen.lowerer import lower
 from refimpl.codegen.opt import Opt, actions, check_opts, heuristic, layout, lower_opt
 from refimpl.device import Device, LinearProgram
 from refimpl.helpers import SpecError
+from refimpl.helpers import cache_root, knob
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 from refimpl.uop.verify import verify
@@ -26,11 +27,6 @@ __all__ = ["OPT_SPACE_VERSION", "choose_opts", "build_program", "beam_search", "
 OPT_SPACE_VERSION = 1   # bump when opt.actions or the meaning of an option changes: old cached winners are ignored
 TIMING_RUNS = 3
 _chosen: dict[tuple, tuple[Opt, ...] | None] = {}
-
-
-def knob(name: str) -> int:
-  """An integer environment knob, read now (0 when unset or empty)."""
-  return int(os.environ.get(name) or 0)
 
 
 def canonical(opts) -> tuple[Opt, ...]:
@@ -71,9 +67,7 @@ def ast_key(ast: UOp) -> str:
 
 
 def _cache_file(device: str, ast: UOp) -> Path | None:
-  if os.environ.get("CACHE", "1") == "0": return None
-  root = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                     os.path.expanduser("~/.cache"), "tinyspec")
+  if (root := cache_root()) is None: return None
   key = hashlib.sha256(f"{device}\0{ast_key(ast)}\0{OPT_SPACE_VERSION}".encode()).hexdigest()
   return Path(root) / "beam" / f"{key}.json"
 

@@ -16,11 +16,9 @@ stride of at least MIN_STRIDE elements along a reduce axis of at least MIN_REDUC
 PACK=0."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from refimpl.codegen.search import knob
+from refimpl.helpers import knob
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 
@@ -34,7 +32,7 @@ _MOVES = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND)
 
 def enabled() -> bool:
   """Whether the pass runs: not under NOOPT=1 (no optimisation at all) or PACK=0."""
-  return not knob("NOOPT") and (os.environ.get("PACK") or "1") != "0"
+  return not knob("NOOPT") and bool(knob("PACK"))
 
 
 def _strides(view: UOp, base: UOp) -> tuple[int, ...] | None:

@@ -61,9 +61,9 @@ def copy_buffer(dst: Buffer, src: Buffer) -> None:
 
 def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object, tuple[int, ...]]:
   """Lower (with the options of the optimisation pass unless NOOPT=1, EXEC.OPT), linearize and compile a Kernel for
-  `device`, once per (device, AST, options); also which of the kernel's buffers each program slot takes."""
+  `device`, once per (device, AST, options, SANITIZE); also which of the kernel's buffers each program slot takes."""
   opts = choose_opts(device, kernel.arg.ast)
-  key = (device, kernel.arg.ast, opts)
+  key = (device, kernel.arg.ast, opts, getenv("SANITIZE", 0))   # EXEC.BOUNDS.checked compiles another kernel
   if key not in _compiled:
     prog, slots = build_program(kernel.arg.name, kernel.arg.ast, opts)
     if getenv("DEBUG", 0) >= 2 and opts: print(f"{kernel.arg.name}: {list(opts)}")

@@ -16,7 +16,7 @@ import re
 from refimpl.device import LinearProgram
 from refimpl.dtype import ConstType, DType, dtypes
 from refimpl.helpers import SpecError
-from refimpl.renderer import Renderer, check_program
+from refimpl.renderer import Renderer, bounds, check_program
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 
@@ -39,8 +39,8 @@ _ARITH = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/"}
 
 class _Kernel:
   """The state of rendering one program: statements, the C name of each value, the helpers it needs."""
-  def __init__(self, lang: CStyleLanguage, program: LinearProgram):
-    self.lang, self.p = lang, program
+  def __init__(self, lang: CStyleLanguage, program: LinearProgram, checked: bool = False):
+    self.lang, self.p, self.checked = lang, program, checked   # checked: EXEC.BOUNDS.checked (renderer/bounds.py)
     self.lines: list[str] = []
     self.depth = 0
     self.names: dict[UOp, str] = {}
@@ -51,7 +51,7 @@ class _Kernel:
     self.open_ranges: list[UOp] = []                             # RANGEs whose loop is open, innermost last
     self.stored = {s.src[0].src[0] for s in program.uops if s.op is Ops.STORE}   # buffers written to
     self.specials = {u.arg: u for u in program.uops if u.op is Ops.SPECIAL}
-    pos = {u: i for i, u in enumerate(program.uops)}
+    self.pos = pos = {u: i for i, u in enumerate(program.uops)}
     # REDUCE (EXEC.THREAD.reduce): accumulator made before its outermost RANGE, folded before the innermost closes
     self.reduce_open: dict[UOp, list[UOp]] = {}
     self.reduce_fold: dict[UOp, list[UOp]] = {}
@@ -124,12 +124,23 @@ class CStyleLanguage(Renderer):
     raise NotImplementedError
 
   def kernel_params(self, k: _Kernel) -> list[str]:
-    """The buffer parameters in slot order (`const` when never stored to), then the variables by name."""
+    """The buffer parameters in slot order (`const` when never stored to), in checking mode `bounds_info`, then the
+    variables by name."""
     out = []
     for g in k.p.globals:
       const = "" if g in k.stored else "const "
       out.append(f"{self.buffer_prefix}{const}{self.storage_type(g.dtype.base)}* {self.restrict} data{g.arg}")
+    if k.checked: out.append(bounds.param(self))
     return out + [f"{self.value_type(v.dtype)} {var_name(v)}" for v in k.p.vars]
+
+  # checking mode (EXEC.BOUNDS.checked, renderer/bounds.py)
+  def bounds_claim(self, f: str) -> str:
+    """An expression true for the one thread that first claims the fault flag, word 0 of int64 array `f`."""
+    return f"__atomic_exchange_n(&{f}[0], (int64_t)1, __ATOMIC_RELAXED) == 0"
+
+  def bounds_thread_id(self, k: _Kernel, kind: str, d: int) -> str:
+    """The value of gidx<d> (`kind` 'g') or lidx<d> ('l') anywhere in the kernel body."""
+    raise NotImplementedError
 
   # 16-bit floats (DEV.C.half): how their bits become a float value and back; software conversions in C
   def half_from_bits(self, k: _Kernel, dt: DType, bits: str) -> str:
@@ -156,15 +167,16 @@ class CStyleLanguage(Renderer):
                   f"memcpy(&y, &x, sizeof y); return y; }}") + f"({x})"
 
   # ---- rendering
-  def render(self, program: LinearProgram) -> str:
-    """The source of `program` (DEV.COMPILE): checked first (EXEC.PROGRAM), one statement per UOp."""
+  def render(self, program: LinearProgram, checked: bool = False) -> str:
+    """The source of `program` (DEV.COMPILE): checked first (EXEC.PROGRAM), one statement per UOp. `checked`: every
+    memory access checked against its array's size (EXEC.BOUNDS.checked)."""
     check_program(program)
     for i, u in enumerate(program.uops):
       base = u.dtype.base if hasattr(u.dtype, "base") else u.dtype
       if u.op in (Ops.VECTORIZE, Ops.GEP) or u.dtype.count > 1 or base.count > 1:
         raise SpecError("DEV.C.scalar", f"kernel {program.name!r}, UOp #{i} {u.op.name}: the C-style renderers take "
                         f"scalar programs; {u.dtype!r} is a vector")
-    k = _Kernel(self, program)
+    k = _Kernel(self, program, checked)
     for u in program.uops: self._uop(k, u)
     return self.render_kernel(k, k.lines)
 
@@ -217,20 +229,21 @@ class CStyleLanguage(Renderer):
       args = [k.names[s] for s in u.src]
       k.emit(f"{self.value_type(dt)} {name} = {self.exact_int(u, args) or self.alu(k, op, dt, src_dt, args)};")
 
-  def _element(self, k: _Kernel, idx: UOp) -> tuple[str, str | None, DType, bool]:
+  def _element(self, k: _Kernel, idx: UOp, access: UOp) -> tuple[str, str | None, DType, bool]:
     array, i, gate = k.index[idx]
     ptr = idx.dtype
+    if k.checked: gate = bounds.check(self, k, idx, access, i, gate)
     return f"{array}[{i}]", gate, ptr.base, ptr.addrspace == "global"
 
   def _load(self, k: _Kernel, u: UOp) -> None:
-    element, gate, dt, is_global = self._element(k, u.src[0])
+    element, gate, dt, is_global = self._element(k, u.src[0], u)
     value = self.render_load(k, dt, element) if is_global else element
     if gate is not None: value = f"{gate} ? {value} : {self.render_const(dtypes.as_const(0, dt), dt)}"
     k.names[u] = name = k.fresh("val")
     k.emit(f"{self.value_type(dt)} {name} = {value};")
 
   def _store(self, k: _Kernel, u: UOp) -> None:
-    element, gate, dt, is_global = self._element(k, u.src[0])
+    element, gate, dt, is_global = self._element(k, u.src[0], u)
     value = k.names[u.src[1]]
     if is_global: value = self.render_store(k, dt, value)
     k.emit(f"{element} = {value};" if gate is None else f"if ({gate}) {element} = {value};")
@@ -520,6 +533,10 @@ class CRenderer(CStyleLanguage):
     launches of larger work-groups with a BARRIER are refused (DEV.CPU.workgroup)."""
     return "/* BARRIER: work-groups of one thread */"
 
+  def bounds_thread_id(self, k: _Kernel, kind: str, d: int) -> str:
+    """The loop counter of a SPECIAL the program uses; an unused one is 0 (its launch size is 1, EXEC.GRID.match)."""
+    return f"{kind}idx{d}" if f"{kind}idx{d}" in k.specials else "0"
+
   def render_local(self, name: str, dt: DType, size: int) -> str:
     """A plain array, declared once per work-group (inside the work-group loop, outside the lidx loops)."""
     return f"{self.value_type(dt)} {name}[{size}];"
@@ -540,7 +557,7 @@ class CRenderer(CStyleLanguage):
       loops.append(f"for ({t} gidx0 = ({t})core_start; gidx0 < core_end; gidx0++) {{")
     else: loops.append("for (int64_t wg = core_start; wg < core_end; wg++) {")
     depth = 1
-    lines = [*loops, *["  " + d for d in k.locals]]
+    lines = [*(bounds.prologue(self, k) if k.checked else []), *loops, *["  " + d for d in k.locals]]
     for d in range(3):
       if f"lidx{d}" in sp:
         t = self.value_type(sp[f"lidx{d}"].dtype)

@@ -32,5 +32,8 @@ class CUDARenderer(GPULanguage):
       return f"(float){self.libm(op, dtypes.float64)}({', '.join(f'(double){x}' for x in a)})"
     return super().float_alu(k, op, dt, a)
 
+  def bounds_claim(self, f: str) -> str:
+    return f"atomicExch((unsigned long long*){f}, 1ull) == 0ull"   # EXEC.BOUNDS.checked
+
   def group_id(self, d: int) -> str: return f"(int)blockIdx.{'xyz'[d]}"
   def local_id(self, d: int) -> str: return f"(int)threadIdx.{'xyz'[d]}"

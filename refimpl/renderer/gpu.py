@@ -4,6 +4,7 @@ the kernel, BARRIER is the language's work-group barrier. The C-style base does 
 from __future__ import annotations
 
 from refimpl.dtype import DType
+from refimpl.renderer import bounds
 from refimpl.renderer.cstyle import CStyleLanguage, _Kernel, kernel_name
 from refimpl.uop.ops import UOp
 
@@ -29,6 +30,10 @@ class GPULanguage(CStyleLanguage):
     k.emit(f"{self.value_type(u.dtype)} {u.arg} = {self.group_id(d) if u.arg[0] == 'g' else self.local_id(d)};")
     return u.arg
 
+  def bounds_thread_id(self, k: _Kernel, kind: str, d: int) -> str:
+    """The built-in, valid anywhere in the kernel (a SPECIAL's variable may be declared later or in a block)."""
+    return self.group_id(d) if kind == "g" else self.local_id(d)
+
   def render_barrier(self, k: _Kernel, u: UOp) -> str:
     return self.barrier   # DEV.GPU.barrier
 
@@ -37,7 +42,8 @@ class GPULanguage(CStyleLanguage):
 
   def render_kernel(self, k: _Kernel, body: list[str]) -> str:
     helpers = "".join(f"{h}\n" for h in k.helpers.values())
-    inner = "".join(f"  {line}\n" for line in [*k.locals, *body])
+    pro = bounds.prologue(self, k) if k.checked else []
+    inner = "".join(f"  {line}\n" for line in [*pro, *k.locals, *body])
     params = ", ".join(self.kernel_params(k))
     return f"{self.preamble}{helpers}\n{self.kernel_prefix}void {kernel_name(k.p)}({params})" \
            f" {{\n{inner}}}\n"

@@ -44,6 +44,10 @@ class OpenCLRenderer(GPULanguage):
     """DEV.CL.bool: kernel arguments cannot point to bool in OpenCL C, so bool buffers are uchar (bytes 0 or 1)."""
     return "uchar" if dt == dtypes.bool else super().storage_type(dt)
 
+  def bounds_claim(self, f: str) -> str:
+    """EXEC.BOUNDS.checked: a 32-bit atomic (core OpenCL C) on the low half of the flag word (little-endian)."""
+    return f"atomic_xchg((volatile __global int*){f}, 1) == 0"
+
   def group_id(self, d: int) -> str: return f"(int)get_group_id({d})"
   def local_id(self, d: int) -> str: return f"(int)get_local_id({d})"
 

@@ -14,6 +14,7 @@ from refimpl.dtype import DType, dtypes
 from refimpl.runtime import compile_error
 from refimpl.helpers import SpecError, getenv
 from refimpl.renderer.cstyle import kernel_name
+from refimpl.runtime.bounds import checking, info_words, raise_fault
 from refimpl.runtime.launch import Limits, check_launch
 
 
@@ -31,14 +32,17 @@ class CLProgram:
   program: LinearProgram
   source: str
   kernel: object
+  checked: bool = False   # EXEC.BOUNDS.checked: the kernel takes bounds_info after its buffers
 
 
 class CLBackend(Backend):
   """OpenCL device `index` of the first platform that has one (CL_PLATFORM overrides); one in-order queue, so
-  launches and copies happen in the order issued (EXEC.ORDER.device)."""
+  launches and copies happen in the order issued (EXEC.ORDER.device). `sanitize` (default: $SANITIZE at each
+  compile) compiles kernels that check every access (EXEC.BOUNDS.checked)."""
   name = "CL"
 
-  def __init__(self, index: int = 0):
+  def __init__(self, index: int = 0, sanitize: bool | None = None):
+    self.sanitize = sanitize
     cl = self.cl = _pyopencl()
     platforms = cl.get_platforms()
     devices = [d for p in platforms[getenv("CL_PLATFORM", 0):] for d in p.get_devices()]
@@ -52,7 +56,7 @@ class CLBackend(Backend):
     self.max_threads = self.device.max_work_group_size
     self.local_bytes = self.device.local_mem_size
     self.limits = Limits(self.max_local, self.max_threads, 2 ** 31 - 1, self.local_bytes)   # DEV.CL.launch
-    self._cache: dict[LinearProgram, CLProgram] = {}
+    self._cache: dict[tuple[LinearProgram, bool], CLProgram] = {}   # keyed by program and checking mode
 
   def supports(self, dtype: DType) -> bool:
     """DEV.DTYPE: float64 only with cl_khr_fp64; float16 always (storage-only without cl_khr_fp16)."""
@@ -79,20 +83,22 @@ class CLBackend(Backend):
 
   def compile(self, program: LinearProgram) -> CLProgram:
     """DEV.COMPILE: render OpenCL C for this device's extensions and build it; a build failure carries the log."""
-    if program not in self._cache:
+    key = (program, checking(self.sanitize))
+    if key not in self._cache:
       from refimpl.renderer.opencl import OpenCLRenderer
       if not self.has_fp64 and any(dtypes.float64 in (u.dtype, getattr(u.dtype, "base", None)) for u in program.uops):
         raise SpecError("DEV.DTYPE", f"{program.name} computes in float64, but CL device {self.device.name!r} has no "
                         "cl_khr_fp64 (DEV.CL.fp64)")
-      src = OpenCLRenderer(fp16=self.has_fp16, fp64=self.has_fp64).render(program)
+      renderer = OpenCLRenderer(fp16=self.has_fp16, fp64=self.has_fp64)
+      src = renderer.render(program, **({"checked": True} if key[1] else {}))   # the plain call as before
       if getenv("DEBUG", 0) >= 3: print(src)
       try:
         # DEV.CL.flags: no -cl-fast-relaxed-math, no -cl-mad-enable, denormals kept (EXEC.FLOAT.*)
         built = self.cl.Program(self.context, src).build(options=["-cl-fp32-correctly-rounded-divide-sqrt"])
       except self.cl.RuntimeError as e:
         raise compile_error("OpenCL", program.name, src, str(e), r"\.cl:(\d+):\d+:") from None
-      self._cache[program] = CLProgram(program, src, getattr(built, kernel_name(program)))
-    return self._cache[program]
+      self._cache[key] = CLProgram(program, src, getattr(built, kernel_name(program)), key[1])
+    return self._cache[key]
 
   def launch(self, compiled: CLProgram, bufs: list[Buffer], vals: dict[str, int] | None = None,
              global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None) -> None:
@@ -103,8 +109,15 @@ class CLBackend(Backend):
     # every check the other devices make, against this device's limits (runtime/launch.py, DEV.CL.launch)
     gsz, lsz = check_launch(self, p, bufs, vals, global_size, local_size, self.limits)
     if 0 in gsz or 0 in lsz: return   # EXEC.GRID.empty
-    args = [b.handle for b in bufs] + [np.int32(vals[v.arg[0]]) for v in p.vars]
+    info = None
+    if compiled.checked:   # EXEC.BOUNDS.checked: sizes in, the first fault out
+      words = info_words(bufs)
+      info = self.cl.Buffer(self.context, self.cl.mem_flags.READ_WRITE | self.cl.mem_flags.COPY_HOST_PTR, hostbuf=words)
+    args = [b.handle for b in bufs] + ([info] if info is not None else []) + [np.int32(vals[v.arg[0]]) for v in p.vars]
     compiled.kernel(self.queue, tuple(g * l for g, l in zip(gsz, lsz)), lsz, *args)
+    if info is not None:
+      self.cl.enqueue_copy(self.queue, words, info, is_blocking=True)
+      raise_fault(p, words)
 
   def synchronize(self) -> None:
     self.queue.finish()

@@ -3,14 +3,18 @@ default `cc`) into a shared object, loaded with ctypes and run on 64-byte aligne
 cached on disk (DEV.CPU.cache); launches with many work-groups are split over a pool of threads (DEV.C.threads)."""
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import hashlib
 import math
 import os
 import platform
 import shutil
+import struct
 import subprocess
 import tempfile
+import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +25,9 @@ from refimpl.device import Backend, Buffer, LinearProgram
 from refimpl.dtype import DType, dtypes
 from refimpl.runtime import compile_error
 from refimpl.helpers import SpecError, getenv
+from refimpl.helpers import cache_root, knob
 from refimpl.renderer.cstyle import CRenderer, kernel_name
+from refimpl.runtime.bounds import checking, info_words, raise_fault
 from refimpl.runtime.launch import Limits, check_launch
 from refimpl.uop import Ops
 
@@ -50,12 +56,16 @@ _CTYPES = {dtypes.int8: ctypes.c_int8, dtypes.uint8: ctypes.c_uint8, dtypes.int1
            dtypes.uint16: ctypes.c_uint16, dtypes.int32: ctypes.c_int32, dtypes.uint32: ctypes.c_uint32,
            dtypes.int64: ctypes.c_int64, dtypes.uint64: ctypes.c_uint64}
 _POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
 
 
 def _pool(n: int) -> ThreadPoolExecutor:
-  """A persistent pool of `n` threads (ctypes releases the GIL while a kernel runs, so they run in parallel)."""
-  if n not in _POOLS: _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tinyspec-cpu")
-  return _POOLS[n]
+  """A persistent pool of `n` threads (ctypes releases the GIL while a kernel runs, so they run in parallel). Its
+  threads run compiled kernels only, through ctypes on raw buffer addresses: no Python object of refimpl is touched
+  there (UOP.HASHCONS.threads)."""
+  with _POOLS_LOCK:
+    if n not in _POOLS: _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="tinyspec-cpu")
+    return _POOLS[n]
 
 
 @dataclass
@@ -67,6 +77,7 @@ class CPUProgram:
   fn: object
   grid_params: tuple[str, ...]
   has_barrier: bool
+  checked: bool = False   # EXEC.BOUNDS.checked: the kernel takes bounds_info after its buffers
 
   @property
   def name(self) -> str: return self.program.name
@@ -75,22 +86,22 @@ class CPUProgram:
 class CPUBackend(Backend):
   """The CPU: `CC` picks the compiler, `CPU_THREADS` the number of threads (1: no threading; default: every core),
   `CACHE_DIR` the disk cache (default `$XDG_CACHE_HOME/tinyspec` or `~/.cache/tinyspec`), `CACHE=0` turns it off.
-  They are read when the backend is made."""
+  They are read when the backend is made. `sanitize` (default: $SANITIZE at each compile) compiles kernels that check
+  every access (EXEC.BOUNDS.checked)."""
   name = "CPU"
 
-  def __init__(self):
-    self.cc = os.environ.get("CC", "cc")
-    self.threads = int(os.environ.get("CPU_THREADS", "0")) or os.cpu_count() or 1
-    if os.environ.get("CACHE", "1") == "0": self.cache_dir: Path | None = None
-    else:
-      root = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or
-                                                         os.path.expanduser("~/.cache"), "tinyspec")
-      self.cache_dir = Path(root) / "cpu"
+  def __init__(self, sanitize: bool | None = None):
+    self.sanitize = sanitize
+    self.cc = knob("CC")   # DEV.KNOBS: validated
+    self.threads = knob("CPU_THREADS") or os.cpu_count() or 1
+    root = cache_root()
+    self.cache_dir: Path | None = None if root is None else Path(root) / "cpu"
     self.renderer = CRenderer()
     self.compiler_runs = 0   # how many times the compiler was invoked (a disk cache hit does not count)
     self._compiler_id: str | None = None
-    self._programs: dict[LinearProgram, CPUProgram] = {}
+    self._programs: dict[tuple[LinearProgram, bool], CPUProgram] = {}   # keyed by program and checking mode
     self._libs: dict[str, ctypes.CDLL] = {}
+    self._lock = threading.RLock()   # UOP.HASHCONS.threads: compile is one get-or-make step per program
 
   def supports(self, dtype: DType) -> bool:
     """DEV.DTYPE: every scalar dtype (16-bit floats stored as their bits and computed in float32, DEV.C.half)."""
@@ -122,19 +133,24 @@ class CPUBackend(Backend):
 
   # ---- compiling (DEV.COMPILE)
   def compile(self, program: LinearProgram) -> CPUProgram:
-    """Render C for `program` and compile it (or find it in the caches)."""
-    if program not in self._programs:
-      src = self.renderer.render(program)
+    """Render C for `program` and compile it (or find it in the caches); checked when bounds.checking says so."""
+    key = (program, checking(self.sanitize))
+    if key in self._programs: return self._programs[key]
+    with self._lock: return self._compile_locked(program, key)
+
+  def _compile_locked(self, program: LinearProgram, key: tuple[LinearProgram, bool]) -> CPUProgram:
+    if key not in self._programs:
+      src = self.renderer.render(program, **({"checked": True} if key[1] else {}))   # the plain call as before
       if getenv("DEBUG", 0) >= 3: print(src)
-      lib = self.compile_c(src, program.name, flags_for(program))
+      lib = self.compile_c(src, program.name, flags_for(program), kernel_name(program))
       fn = getattr(lib, kernel_name(program))
       grid = tuple(self.renderer.grid_params(program))
-      fn.argtypes = ([ctypes.c_void_p] * len(program.globals) + [_CTYPES[v.dtype] for v in program.vars] +
+      fn.argtypes = ([ctypes.c_void_p] * (len(program.globals) + key[1]) + [_CTYPES[v.dtype] for v in program.vars] +
                      [ctypes.c_int64] * (2 + len(grid)))
       fn.restype = None
       barrier = any(u.op is Ops.BARRIER for u in program.uops)
-      self._programs[program] = CPUProgram(program, src, fn, grid, barrier)
-    return self._programs[program]
+      self._programs[key] = CPUProgram(program, src, fn, grid, barrier, key[1])
+    return self._programs[key]
 
   def compiler_id(self) -> str:
     """The compiler's resolved path and `--version` line: part of the cache key (DEV.CPU.cache)."""
@@ -145,33 +161,58 @@ class CPUBackend(Backend):
       self._compiler_id = f"{os.path.realpath(path)}\n{out.splitlines()[0] if out else ''}"
     return self._compiler_id
 
-  def compile_c(self, src: str, name: str = "kernel", flags: tuple[str, ...] = FLAGS) -> ctypes.CDLL:
+  def compile_c(self, src: str, name: str = "kernel", flags: tuple[str, ...] = FLAGS,
+                symbol: str | None = None) -> ctypes.CDLL:
     """Compile C source `src` with `flags` to a shared object and load it; a disk cache keyed by the sha256 of the
     source, the compiler, the flags and (with -march=native) the host CPU makes a second compile of the same source
-    load the earlier object (DEV.CPU.cache)."""
+    load the earlier object (DEV.CPU.cache). A cached file that is not a whole object of this key (its trailer says),
+    does not load or lacks the function `symbol` is removed and compiled again, with a warning (DEV.CPU.cache.heal)."""
     host = _host_cpu() if "-march=native" in flags else ""
-    key = hashlib.sha256("\0".join((src, self.compiler_id(), *flags, host)).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((CACHE_VERSION, src, self.compiler_id(), *flags, host)).encode()).hexdigest()
     if key in self._libs: return self._libs[key]
-    if self.cache_dir is not None and (self.cache_dir / f"{key}.so").exists():
-      lib = ctypes.CDLL(str(self.cache_dir / f"{key}.so"))
-    else:
-      with tempfile.TemporaryDirectory(prefix="tinyspec-cc-") as tmp:
-        c_file, so_file = Path(tmp) / f"{name}.c", Path(tmp) / f"{key}.so"
-        c_file.write_text(src)
-        self.compiler_runs += 1
-        r = subprocess.run([shutil.which(self.cc) or self.cc, *flags, "-o", str(so_file), str(c_file), "-lm"],
-                           capture_output=True, text=True)
-        if r.returncode != 0: raise _compile_error(self.cc, name, src, r.returncode, r.stderr + r.stdout)
-        if self.cache_dir is None: lib = ctypes.CDLL(str(so_file))   # mapped: removing the file is fine
-        else:
-          self.cache_dir.mkdir(parents=True, exist_ok=True)
-          final = self.cache_dir / f"{key}.so"
-          tmp_final = self.cache_dir / f".{key}.{os.getpid()}.tmp"
-          shutil.copyfile(so_file, tmp_final)
-          os.replace(tmp_final, final)   # atomic: a concurrent reader sees the whole object or none
-          lib = ctypes.CDLL(str(final))
+    final = None if self.cache_dir is None else self.cache_dir / f"{key}.so"
+    lib = self._load_cached(final, key, symbol) if final is not None and final.exists() else None
+    if lib is None: lib = self._compile(src, name, flags, key, final, symbol)
     self._libs[key] = lib
     return lib
+
+  def _load_cached(self, path: Path, key: str, symbol: str | None) -> ctypes.CDLL | None:
+    """DEV.CPU.cache.heal: the cached object at `path` if it is whole and ours, else None after removing it."""
+    try:
+      why = _unsealed(path.read_bytes(), key)
+      lib, why = (None, why) if why else _open(path, symbol)
+    except OSError as e: lib, why = None, f"it does not load ({e})"
+    if lib is not None: return lib
+    warnings.warn(f"DEV.CPU.cache.heal: cached object {path} is unusable: {why}; removed, compiling again",
+                  RuntimeWarning, stacklevel=4)
+    path.unlink(missing_ok=True)
+    return None
+
+  def _compile(self, src: str, name: str, flags: tuple[str, ...], key: str, final: Path | None,
+               symbol: str | None) -> ctypes.CDLL:
+    """Run the compiler on `src` in a fresh temporary folder, load its object from there (a fresh name: the loader
+    never mistakes it for an object loaded before under the cache's name), then publish it to the cache."""
+    with tempfile.TemporaryDirectory(prefix="tinyspec-cc-") as tmp:
+      c_file, so_file = Path(tmp) / f"{name}.c", Path(tmp) / f"{key}.so"
+      c_file.write_text(src)
+      self.compiler_runs += 1
+      cc = shutil.which(self.cc) or self.cc
+      r = subprocess.run([cc, *flags, "-o", str(so_file), str(c_file), "-lm"], capture_output=True, text=True)
+      if r.returncode != 0: raise _compile_error(self.cc, name, src, r.returncode, r.stderr + r.stdout)
+      try:
+        obj = so_file.read_bytes()
+        why = _elf_whole(obj)
+        lib, why = (None, why) if why else _open(so_file, symbol)
+      except OSError as e: lib, why = None, f"it does not load ({e})"
+      if lib is None:   # DEV.CPU.compile-error: the compiler said yes, but what it wrote is no object of ours
+        raise SpecError("DEV.COMPILE", f"compiler {self.cc!r} ({cc}) exited 0 compiling {name}, but its output "
+                        f"{so_file} is unusable: {why}")
+      if final is not None:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp_final = final.parent / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp_final.write_bytes(_sealed(obj, key))
+        os.replace(tmp_final, final)   # atomic: a concurrent reader sees the whole object or none
+    return lib   # mapped: removing the temporary file is fine
 
   # ---- running (DEV.LAUNCH)
   def launch(self, compiled: CPUProgram, bufs: list[Buffer], vals: dict[str, int] | None = None,
@@ -188,18 +229,20 @@ class CPUBackend(Backend):
                       f"so it cannot run a BARRIER in work-groups of {math.prod(lsz)} threads (local size {lsz})")
     for b in bufs:
       if not isinstance(b.handle, np.ndarray): raise SpecError("EXEC.PROGRAM.params", f"{p.name}: buffer not on CPU")
-    head = [b.handle.ctypes.data for b in bufs] + [vals[v.arg[0]] for v in p.vars]
+    info = info_words(bufs) if compiled.checked else None   # EXEC.BOUNDS.checked: sizes in, the first fault out
+    head = [b.handle.ctypes.data for b in bufs] + ([info.ctypes.data] if info is not None else []) + \
+      [vals[v.arg[0]] for v in p.vars]
     sizes = {"gsize0": gsz[0], "gsize1": gsz[1], "lsize0": lsz[0], "lsize1": lsz[1], "lsize2": lsz[2]}
     tail = [sizes[n] for n in compiled.grid_params]
     total = math.prod(gsz)
     n = min(self.threads, total)
-    if n <= 1 or total < PARALLEL_MIN:
-      compiled.fn(*head, 0, total, *tail)
-      return
-    bounds = [total * i // n for i in range(n + 1)]
-    # work-groups are independent (EXEC.BARRIER.scope), so any split gives the same buffers (EXEC.ASIF)
-    futures = [_pool(n).submit(compiled.fn, *head, lo, hi, *tail) for lo, hi in zip(bounds, bounds[1:])]
-    for f in futures: f.result()
+    if n <= 1 or total < PARALLEL_MIN: compiled.fn(*head, 0, total, *tail)
+    else:
+      cuts = [total * i // n for i in range(n + 1)]
+      # work-groups are independent (EXEC.BARRIER.scope), so any split gives the same buffers (EXEC.ASIF)
+      futures = [_pool(n).submit(compiled.fn, *head, lo, hi, *tail) for lo, hi in zip(cuts, cuts[1:])]
+      for f in futures: f.result()
+    if info is not None: raise_fault(p, info)
 
 
 def flags_for(program: LinearProgram) -> tuple[str, ...]:
@@ -207,6 +250,52 @@ def flags_for(program: LinearProgram) -> tuple[str, ...]:
   the program keeps TILE_REGS or more register accumulators (a tile of outputs per thread)."""
   if sum(u.op is Ops.DEFINE_REG for u in program.uops) < TILE_REGS: return FLAGS
   return tuple(x for f in FLAGS for x in (TILE_FLAGS if f == "-O2" else (f,)))
+
+
+CACHE_VERSION = "2"   # DEV.CPU.cache: since version 2 a cached object ends with its TRAILER
+TRAILER = b"tinyspec-cpu-object\0"   # then the 64 hex digits of the key, then the sha256 of the object before it
+
+
+def _sealed(obj: bytes, key: str) -> bytes:
+  """DEV.CPU.cache.heal: the bytes a cache file holds: the object, TRAILER, the key, the object's sha256 (the loader
+  maps an object by its headers, so bytes after it are never read)."""
+  return obj + TRAILER + key.encode() + hashlib.sha256(obj).digest()
+
+
+def _unsealed(data: bytes, key: str) -> str:
+  """Why the cache file `data` is not a whole object of `key` ("" if it is)."""
+  n = len(TRAILER) + 64 + 32
+  if len(data) < n or data[-n:-96] != TRAILER: return "it is not a sealed object (truncated, or not written by us)"
+  obj, found, digest = data[:-n], data[-96:-32].decode(errors="replace"), data[-32:]
+  if found != key: return f"it is the object of key {found[:16]}..., not {key[:16]}..."
+  if hashlib.sha256(obj).digest() != digest: return "its bytes do not match its checksum (corrupted)"
+  return _elf_whole(obj)
+
+
+def _elf_whole(obj: bytes) -> str:
+  """Why `obj` is not a whole ELF object ("" if it is): the loader maps the segments its program headers name, and a
+  segment past the end of the file would be a SIGBUS when touched, so that is checked before loading."""
+  if obj[:4] != b"\x7fELF" or obj[4] not in (1, 2) or obj[5] not in (1, 2): return "it is not an ELF object"
+  wide, end = obj[4] == 2, "<" if obj[5] == 1 else ">"
+  try:
+    phoff, phentsize, phnum = (struct.unpack_from(end + "Q", obj, 32)[0], *struct.unpack_from(end + "HH", obj, 54)) \
+      if wide else (struct.unpack_from(end + "I", obj, 28)[0], *struct.unpack_from(end + "HH", obj, 42))
+    for k in range(phnum):
+      at = phoff + k * phentsize
+      off, size = struct.unpack_from(end + "QxxxxxxxxxxxxxxxxQ", obj, at + 8) if wide else \
+        struct.unpack_from(end + "IxxxxxxxxI", obj, at + 4)
+      if off + size > len(obj): return f"a segment ends at byte {off + size}, past the object's {len(obj)} bytes"
+  except struct.error: return "its headers are cut off"
+  return ""
+
+
+def _open(path: Path, symbol: str | None) -> tuple[ctypes.CDLL | None, str]:
+  """Load the checked object at `path`: (the library, "") if it has `symbol`, else (None, why), unloaded. The
+  loader's OSError goes to the caller."""
+  lib = ctypes.CDLL(str(path))
+  if symbol is None or hasattr(lib, symbol): return lib, ""
+  _ctypes.dlclose(lib._handle)   # so that the name can be loaded afresh
+  return None, f"it has no function {symbol}"
 
 
 def _host_cpu() -> str:

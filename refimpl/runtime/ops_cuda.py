@@ -16,6 +16,7 @@ from refimpl.dtype import DType, dtypes
 from refimpl.runtime import compile_error
 from refimpl.helpers import SpecError, getenv
 from refimpl.renderer.cstyle import kernel_name
+from refimpl.runtime.bounds import checking, info_words, raise_fault
 from refimpl.runtime.launch import Limits, check_launch
 
 # DEV.LAUNCH.limits of every CUDA device of compute capability >= 3.0
@@ -75,14 +76,17 @@ class CUDAProgram:
   source: str
   function: object
   module: object
+  checked: bool = False   # EXEC.BOUNDS.checked: the kernel takes bounds_info after its buffers
 
 
 class CUDABackend(Backend):
   """CUDA through cuda-python's driver API (DEV.*): one context on device `index`, synchronous copies, launches on
-  the default stream in schedule order (EXEC.ORDER.device)."""
+  the default stream in schedule order (EXEC.ORDER.device). `sanitize` (default: $SANITIZE at each compile) compiles
+  kernels that check every access (EXEC.BOUNDS.checked)."""
   name = "CUDA"
 
-  def __init__(self, index: int = 0):
+  def __init__(self, index: int = 0, sanitize: bool | None = None):
+    self.sanitize = sanitize
     self.driver, _ = _bindings()
     d = self.driver
     _check(d.cuInit(0), "cuInit (is there a GPU and a driver?)")
@@ -94,7 +98,7 @@ class CUDABackend(Backend):
     minor = _check(d.cuDeviceGetAttribute(d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev),
                    "cuDeviceGetAttribute")
     self.arch = f"sm_{major}{minor}"
-    self._cache: dict[LinearProgram, CUDAProgram] = {}
+    self._cache: dict[tuple[LinearProgram, bool], CUDAProgram] = {}   # keyed by program and checking mode
 
   def supports(self, dtype: DType) -> bool:
     return dtype.count == 1   # every scalar dtype: float16/bfloat16 through cuda_fp16.h / cuda_bf16.h (DEV.DTYPE)
@@ -123,15 +127,16 @@ class CUDABackend(Backend):
 
   def compile(self, program: LinearProgram) -> CUDAProgram:
     """DEV.COMPILE: render CUDA C, compile it to a cubin for this GPU, load it."""
-    if program not in self._cache:
+    key = (program, checking(self.sanitize))
+    if key not in self._cache:
       from refimpl.renderer.cuda import CUDARenderer
-      src = CUDARenderer().render(program)
+      src = CUDARenderer().render(program, **({"checked": True} if key[1] else {}))
       if getenv("DEBUG", 0) >= 3: print(src)
       image = nvrtc_compile(src, kernel_name(program), self.arch, cubin=True)
       module = _check(self.driver.cuModuleLoadData(image), "cuModuleLoadData")
       fn = _check(self.driver.cuModuleGetFunction(module, kernel_name(program).encode()), "cuModuleGetFunction")
-      self._cache[program] = CUDAProgram(program, src, fn, module)
-    return self._cache[program]
+      self._cache[key] = CUDAProgram(program, src, fn, module, key[1])
+    return self._cache[key]
 
   def launch(self, compiled: CUDAProgram, bufs: list[Buffer], vals: dict[str, int] | None = None,
              global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None) -> None:
@@ -144,11 +149,21 @@ class CUDABackend(Backend):
     if 0 in gsz or 0 in lsz: return   # EXEC.GRID.empty
     if any(gsz[d] > MAX_GRID[d] for d in range(3)):
       raise SpecError("DEV.LAUNCH.limits", f"{p.name}: grid {gsz} exceeds CUDA's {MAX_GRID}")
-    args = [ctypes.c_uint64(int(b.handle)) for b in bufs] + [ctypes.c_int32(vals[v.arg[0]]) for v in p.vars]
+    info = None
+    if compiled.checked:   # EXEC.BOUNDS.checked: sizes in, the first fault out
+      words = info_words(bufs)
+      info = _check(self.driver.cuMemAlloc(words.nbytes), "cuMemAlloc of bounds_info")
+      _check(self.driver.cuMemcpyHtoD(info, words.ctypes.data, words.nbytes), "cuMemcpyHtoD")
+    ptrs = [b.handle for b in bufs] + ([info] if info is not None else [])
+    args = [ctypes.c_uint64(int(h)) for h in ptrs] + [ctypes.c_int32(vals[v.arg[0]]) for v in p.vars]
     params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
     _check(self.driver.cuLaunchKernel(compiled.function, *gsz, *lsz, 0, 0, ctypes.addressof(params), 0),
            f"cuLaunchKernel {p.name}")
     self.synchronize()   # DEV.SYNC per launch: a faulting kernel is reported at the launch that caused it
+    if info is not None:
+      _check(self.driver.cuMemcpyDtoH(words.ctypes.data, info, words.nbytes), "cuMemcpyDtoH")
+      self.driver.cuMemFree(info)
+      raise_fault(p, words)
 
   def synchronize(self) -> None:
     _check(self.driver.cuCtxSynchronize(), "cuCtxSynchronize")
