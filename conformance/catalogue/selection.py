@@ -14,6 +14,7 @@ from conformance import strategies as S
 from conformance.catalogue.core import ANY, FLOATS, NUMERIC, TORCH_INTS, Domain, Op, all_of, fixed, floating, summed
 from conformance.catalogue.reductions import _no_zero_with_inf
 from conformance.strategies import NP
+from refimpl.dtype import float_max, to_dtype
 
 __all__ = ["OPS"]
 
@@ -114,6 +115,31 @@ def _no_repeat(case) -> bool:
   return all(len(set(row)) == len(row) for row in moved.tolist())
 
 
+def _product_defined(case) -> bool:
+  """Where a product mode's gradient is compared (GRAD.REDUCE.MUL.inf): no zero together with an infinity among x
+  and src (0 * inf is an undefined point of the rule), and at most one zero in src (torch's scatter_reduce has no
+  double backward, which the bound's S needs, when two zeros meet in one target)."""
+  if case.params.get("reduce", "prod") not in ("multiply", "prod"): return True
+  vals = np.concatenate([np.ravel(np.asarray(case.inputs[0], np.float64)), np.ravel(np.asarray(case.inputs[2],
+                                                                                               np.float64))])
+  if ((vals == 0).any() and np.isinf(vals).any()) or int((np.asarray(case.inputs[2]) == 0).sum()) > 1: return False
+  # ACC.RANGE: the rule divides each target's product by its factors, so every nonzero product must be a normal number
+  x, index, src = (np.asarray(a) for a in case.inputs)
+  products = np.asarray(x, np.float64).copy() if case.params.get("include_self", True) else np.ones(x.shape)
+  has_zero = products == 0
+  d = case.params["dim"] % max(index.ndim, 1)
+  for pos in np.ndindex(*index.shape):
+    target = pos[:d] + (int(index[pos]),) + pos[d + 1:]
+    if not all(0 <= i < n for i, n in zip(target, x.shape)): continue
+    products[target] *= float(src[pos])
+    has_zero[target] |= float(src[pos]) == 0
+  tiny, big = np.finfo(np.float16 if case.dtypes[0] == "float16" else np.float32 if case.dtypes[0] in
+                       ("float32", "bfloat16") else np.float64).tiny, float_max(to_dtype(case.dtypes[0]))
+  if ((products == 0) & ~has_zero).any(): return False   # a product of nonzero factors underflowed to zero
+  nonzero = np.abs(products[(products != 0) & np.isfinite(products)])
+  return bool(((nonzero >= tiny) & (nonzero <= big)).all())
+
+
 def _np(case, i: int) -> np.ndarray:
   return np.asarray(case.inputs[i]).astype(np.float64 if case.dtypes[i] in FLOATS else NP[case.dtypes[i]])
 
@@ -136,7 +162,8 @@ def _scatter_spec(case) -> np.ndarray:
   return out
 
 
-# src cut to index's shape first: torch's scatter_reduce backward (which the bound's S needs) fails on a larger src
+# src cut to index's shape first (only those elements are read): torch's scatter and scatter_reduce backward (which
+# the bound's S needs) fail on a larger src
 _SRC = "src[tuple(slice(0, n) for n in index.shape)]"
 
 
@@ -244,7 +271,7 @@ OPS: list[Op] = [
      ("TENSOR.GATHER", "TENSOR.GATHER.args", "TENSOR.GATHER.range", "TENSOR.PICK"), "EXACT", "GRAD",
      diff_inputs=("x",), spec=_gather_spec, grad_domain=_in_range,
      note="out-of-range indices give 0 (torch raises: the numpy oracle of the clause is the reference there)"),
-  _scatter("scatter", "x.scatter(dim, index, src)", "x.scatter(dim, index.long(), src)",
+  _scatter("scatter", "x.scatter(dim, index, src)", f"x.scatter(dim, index.long(), {_SRC})",
            ("TENSOR.SCATTER", "TENSOR.SCATTER.args", "TENSOR.SCATTER.repeat", "TENSOR.SCATTER.range", "TENSOR.PICK"),
            spec=_scatter_spec, grad_domain=all_of(_in_range, _no_repeat),
            note="the last repeat wins (torch on CPU too); gradients compared where no index repeats "
@@ -253,10 +280,10 @@ OPS: list[Op] = [
            f"x.scatter_reduce(dim, index.long(), {_SRC}, 'sum' if reduce == 'add' else 'prod')",
            ("TENSOR.SCATTER", "TENSOR.SCATTER.reduce"),
            tol="SUM", dtypes=FLOATS + TORCH_INTS, params=lambda shapes, dtype: st.fixed_dictionaries(
-             {"reduce": st.sampled_from(["add", "multiply"])}), grad_domain=all_of(_in_range, _no_zero_with_inf),
+             {"reduce": st.sampled_from(["add", "multiply"])}), grad_domain=all_of(_in_range, _product_defined),
            api=("scatter",)),
   _reduce_entry("sum", "SUM", ("DT.SUM",)),
-  _reduce_entry("prod", "PROD", ("GRAD.REDUCE.MUL",), grad_domain=_no_zero_with_inf),
+  _reduce_entry("prod", "PROD", ("GRAD.REDUCE.MUL",), grad_domain=_product_defined),
   _reduce_entry("mean", "MEAN", ("TENSOR.SCATTER_REDUCE.mean",)),
   _reduce_entry("amax", "MAX", ("OP.MAX.nan", "GRAD.REDUCE.MAX.tie"), grad_domain=_finite),
   _reduce_entry("amin", "MAX", ("OP.MAX.nan", "GRAD.REDUCE.MAX.tie"), grad_domain=_finite),
