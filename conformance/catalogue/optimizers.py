@@ -124,7 +124,9 @@ def lamb_reference(params, grads, lrs, b1=0.9, b2=0.999, eps=1e-6, weight_decay=
   m, v = [np.zeros_like(p) for p in ps], [np.zeros_like(p) for p in ps]
   out = []
   for t, (gs, lr) in enumerate(zip(grads, lrs), 1):
-    c1, c2 = 1 - b1 ** t, 1 - b2 ** t                             # OPTIM.ADAM.bias
+    # OPTIM.ADAM.bias: 1 - b**t as -expm1(t log b), which does not cancel (1 - 0.999**2 in float64 is off by 1.4e-14
+    # relative, more than ACC.OPTIM.f64 allows the update)
+    c1, c2 = -np.expm1(t * np.log(b1)), -np.expm1(t * np.log(b2))
     for i, g in enumerate(gs):
       g = np.asarray(g, np.float64)
       m[i] = b1 * m[i] + (1 - b1) * g
