@@ -17,6 +17,7 @@ from conformance import strategies as S
 from conformance.adapters.base import Adapter, compiled
 from conformance.catalogue.optimizers import LRS, SCHEDULE_FACTORS, OptimizerEntry
 from conformance.properties import Outcome, _array_source, adapter_prelude
+from conformance.strategies import NP
 
 __all__ = ["OptimCase", "optim_cases", "optimizer_steps"]
 
@@ -37,13 +38,30 @@ class OptimCase:
 @st.composite
 def optim_cases(draw, entry: OptimizerEntry, dtype: str) -> OptimCase:
   shapes = [draw(st.tuples(st.integers(1, 3), st.integers(1, 3))), (draw(st.integers(1, 4)),)]
+  if entry.shapes == "matrices":   # OPTIM.MUON: tall and wide (rows, rest) matrices, and a vector (one column)
+    rows = draw(st.integers(2, 4))
+    cols = draw(st.integers(2, 4))
+    shapes = [(rows, draw(st.integers(1, rows - 1))), (draw(st.integers(1, cols - 1)), cols), shapes[1]]
   params = [draw(S.arrays(dtype, s, -2.0, 2.0, specials=False)) for s in shapes]
   steps = draw(st.integers(3, 5))
   grads = [[draw(S.arrays(dtype, s, -2.0, 2.0, specials=False)) for s in shapes] for _ in range(steps)]
+  if entry.trust_ratio:   # ACC.RANGE: a norm over the tensor squares its elements, which must not underflow
+    params, grads = _in_norm_domain(params, dtype), [_in_norm_domain(gs, dtype) for gs in grads]
+  if entry.zeros:   # OPTIM.LARS.trust: ||p|| = 0 at step 1 and ||g|| = 0 at step 2 give a trust ratio of 1
+    params[0] = np.zeros_like(params[0])
+    grads[1][1] = np.zeros_like(grads[1][1])
   lr = draw(st.sampled_from(LRS))
   factors = [1.0] + ([draw(st.sampled_from(SCHEDULE_FACTORS)) for _ in range(steps - 1)] if draw(st.booleans())
                      else [1.0] * (steps - 1))
   return OptimCase(params, grads, [lr * f for f in factors], draw(entry.hyper()))
+
+
+def _in_norm_domain(arrays: list[np.ndarray], dtype: str) -> list[np.ndarray]:
+  """The arrays with every element below 16 sqrt(smallest normal) in magnitude set to zero (ACC.RANGE): the square of
+  such an element underflows in `dtype`, so a norm of a tensor of them is 0 (a trust ratio of 1, OPTIM.LARS.trust, or
+  Newton-Schulz's division by eps alone) where the exact norm is not."""
+  tiny = 16 * np.sqrt(np.finfo(NP[dtype]).tiny)
+  return [np.where(np.abs(a) < tiny, np.zeros_like(a), a) for a in arrays]
 
 
 def _torch_steps(entry: OptimizerEntry, case: OptimCase) -> list[list[np.ndarray]]:
@@ -66,10 +84,29 @@ def reproduction(adapter: Adapter, entry: OptimizerEntry, case: OptimCase, dtype
   lines += [f"{k} = {v!r}" for k, v in case.hyper.items()] + [f"lr = {case.lrs[0]!r}"]
   lines += [f"params = [{', '.join(src(p) for p in case.params)}]", f"opt = {entry.make}"]
   for t, (gs, lr) in enumerate(zip(case.grads, case.lrs)):
-    if t and lr != case.lrs[t - 1]: lines.append(f"opt.lr.assign(Tensor([{lr!r}], dtype=opt.lr.dtype)).realize()")
+    if t and lr != case.lrs[t - 1]:   # an OptimizerGroup's learning rates are its members' (OPTIM.GROUP)
+      lines.append(f"for o in getattr(opt, 'optimizers', [opt]): o.lr.assign(Tensor([{lr!r}], dtype=o.lr.dtype))"
+                   ".realize()")
     lines += [f"grads = [{', '.join(src(g) for g in gs)}]", f"opt.zero_grad(); ({LOSS}).backward()",
               f"with {adapter.repro_train(True)}: opt.step()", "print([p.numpy() for p in params])"]
   return "\n".join(lines)
+
+
+def _run(adapter: Adapter, make: str, case: OptimCase, dtype: str) -> list[list[tuple[np.ndarray, str]]]:
+  """The optimizer `make` builds over fresh tensors of the case's parameters, stepped through the case (zero_grad,
+  backward of LOSS, step, the learning rate set before each step where it changes): each parameter's values and dtype
+  name after each step."""
+  got = []
+  ps = [adapter.tensor(p, dtype) for p in case.params]
+  opt = adapter.evaluate(make, {"params": ps}, {**case.hyper, "lr": case.lrs[0]})
+  for t, (gs, lr) in enumerate(zip(case.grads, case.lrs)):
+    if t and lr != case.lrs[t - 1]: adapter.set_lr(opt, lr)
+    adapter.evaluate("opt.zero_grad()", {"opt": opt}, {})
+    loss = adapter.evaluate(LOSS, {"params": ps, "grads": [adapter.tensor(g, dtype) for g in gs]}, {})
+    adapter.evaluate("loss.backward()", {"loss": loss}, {})
+    adapter.step(opt)
+    got.append([(adapter.numpy(p), adapter.dtype_name(p)) for p in ps])
+  return got
 
 
 def optimizer_steps(adapter: Adapter, entry: OptimizerEntry, case: OptimCase, dtype: str) -> Outcome:
@@ -79,19 +116,19 @@ def optimizer_steps(adapter: Adapter, entry: OptimizerEntry, case: OptimCase, dt
   def fail(why: str, used=float("inf"), extra=()) -> Outcome:
     msg = f"{entry.name} [{', '.join((*clauses, *extra))}]: {why}\n--- reproduction ---\n" \
           f"{reproduction(adapter, entry, case, dtype)}"
+    if entry.twin is not None: msg += f"\n# and again with opt = {entry.twin}"
     return Outcome(False, (*clauses, *extra), float("inf"), msg, details={"used": used})
-  got = []
-  try:
-    ps = [adapter.tensor(p, dtype) for p in case.params]
-    opt = adapter.evaluate(entry.make, {"params": ps}, {**case.hyper, "lr": case.lrs[0]})
-    for t, (gs, lr) in enumerate(zip(case.grads, case.lrs)):
-      if t and lr != case.lrs[t - 1]: adapter.set_lr(opt, lr)
-      adapter.evaluate("opt.zero_grad()", {"opt": opt}, {})
-      loss = adapter.evaluate(LOSS, {"params": ps, "grads": [adapter.tensor(g, dtype) for g in gs]}, {})
-      adapter.evaluate("loss.backward()", {"loss": loss}, {})
-      adapter.step(opt)
-      got.append([(adapter.numpy(p), adapter.dtype_name(p)) for p in ps])
+  try: got = _run(adapter, entry.make, case, dtype)
   except Exception as e: return fail(f"raised {type(e).__name__}: {e}")
+  if entry.twin is not None:   # OPTIM.FUSED: the other form of the same optimizer gives the same bits
+    try: twin = _run(adapter, entry.twin, case, dtype)
+    except Exception as e: return fail(f"the twin {entry.twin} raised {type(e).__name__}: {e}")
+    for t, (a, b) in enumerate(zip(got, twin)):
+      for i, ((x, _), (y, _)) in enumerate(zip(a, b)):
+        if x.shape != y.shape or x.tobytes() != y.tobytes():
+          worst = float(np.max(np.abs(x.astype(np.float64) - y))) if x.shape == y.shape else float("inf")
+          return fail(f"parameter {i} after step {t + 1} differs from {entry.twin}'s (largest difference {worst:g}); "
+                      f"they must be equal bit for bit", extra=("OPTIM.FUSED",))
   want = _torch_steps(entry, case) if entry.torch else entry.reference(case.params, case.grads, case.lrs, case.hyper)
   rule = A.bound("OPTIM", dtype)
   used = 0.0

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from conformance.catalogue.optimizers import MUON_DEFAULTS, lars_reference
 from refimpl import Tensor, dtypes
 from refimpl.helpers import SpecError
 from refimpl.nn import optim
@@ -32,40 +33,10 @@ def _run(make, params, grads):
   return [t.numpy() for t in ts]
 
 
-def _ns_ref(x: np.ndarray, steps: int, coeffs, eps: float = 1e-7) -> np.ndarray:
-  """TENSOR.NEWTON_SCHULZ in float64 numpy."""
-  if x.shape[-2] > x.shape[-1]: return _ns_ref(x.swapaxes(-1, -2), steps, coeffs, eps).swapaxes(-1, -2)
-  g = x / (np.sqrt((x * x).sum(axis=(-2, -1), keepdims=True)) + eps)
-  for _ in range(steps):
-    gram, term, out = g @ g.swapaxes(-1, -2), g, coeffs[0] * g
-    for c in coeffs[1:]:
-      term = gram @ term
-      out = out + c * term
-    g = out
-  return g
-
-
-def _lars_ref(params, grads, lr, momentum=0.9, weight_decay=1e-4, ns_steps=0, ns_coefficients=None, nesterov=False,
-              classic=True, pre_wd=True, tcoef=0.001):
-  """OPTIM.LARS step by step, in float64."""
-  ps, bs = [p.copy() for p in params], [np.zeros_like(p) for p in params]
-  for gs in grads:
-    for i, g in enumerate(gs):
-      t = ps[i]
-      r = 1.0
-      if tcoef:
-        r1, r2 = np.linalg.norm(t), np.linalg.norm(g)
-        r = tcoef * r1 / (r2 + weight_decay * r1) if r1 > 0 and r2 > 0 else 1.0
-      if pre_wd and weight_decay: g = g + weight_decay * t
-      if classic: g = g * r * lr
-      if momentum:
-        bs[i] = momentum * bs[i] + g
-        g = g + momentum * bs[i] if nesterov else bs[i]
-      if ns_coefficients: g = _ns_ref(g.reshape(g.shape[0], -1), ns_steps, ns_coefficients).reshape(g.shape)
-      if not classic: g = g * r * lr
-      if not pre_wd and weight_decay: g = g + weight_decay * lr * t
-      ps[i] = t - g
-  return ps
+def _lars_ref(params, grads, lr, **kw):
+  """OPTIM.LARS in float64 (the conformance catalogue's reference, written from the clause): the parameters after the
+  last step, with the learning rate `lr` at every step."""
+  return lars_reference(params, grads, [lr] * len(grads), **kw)[-1]
 
 
 LARS_CASES = {
@@ -100,8 +71,7 @@ def test_muon_matches_its_clause(name):
   kw = MUON_CASES[name]
   params, grads = _problem(1)
   got = _run(lambda ts: optim.Muon(ts, lr=LR, **kw), params, grads)
-  full = {"momentum": 0.95, "weight_decay": 0.1, "ns_steps": 5, "ns_coefficients": (3.4445, -4.775, 2.0315),
-          "nesterov": True, **kw}
+  full = {**MUON_DEFAULTS, **kw}
   want = _lars_ref(params, grads, LR, classic=False, pre_wd=False, tcoef=0.0, **full)
   for g, w in zip(got, want): np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
 

@@ -115,7 +115,10 @@ class Adapter:
 
   def set_lr(self, optimizer: Any, lr: float) -> None:
     """Change the learning rate between steps (OPTIM.LR): by default an in-place assign to `optimizer.lr`, a tensor of
-    one element, realized at once."""
+    one element, realized at once; an OptimizerGroup's (`optimizers`, OPTIM.GROUP) is each member's."""
+    for member in getattr(optimizer, "optimizers", ()):
+      self.set_lr(member, lr)
+    if hasattr(optimizer, "optimizers"): return
     old = optimizer.lr
     value = np.full(self.shape(old), lr, dtype=np.float64 if self.dtype_name(old) == "float64" else np.float32)
     old.assign(self.tensor(value, self.dtype_name(old))).realize()
