@@ -177,8 +177,11 @@ def _array(a: np.ndarray) -> str:
 
 def reproduction(adapter: Adapter, program: Program, wants: list[np.ndarray], bounds: list[np.ndarray]) -> str:
   """Python lines that run the program in the implementation's API and assert the expected outputs."""
-  lines = ["import numpy as np", *adapter_prelude(adapter), *_inputs_source(adapter, program), *program.lines(),
-           "outs[0].realize(*outs[1:])", "got = [o.numpy() for o in outs]",
+  run = [*_inputs_source(adapter, program), *program.lines(), "outs[0].realize(*outs[1:])",
+         "got = [o.numpy() for o in outs]"]
+  lines = ["import numpy as np", *adapter_prelude(adapter), "try:", *(f"  {line}" for line in run),
+           "except Exception as e:   # CONF.PROGRAM.crash: a crash is a failure of the implementation",
+           "  raise AssertionError(f'the implementation crashed: {type(e).__name__}: {e}') from e",
            f"want = [{', '.join(_array(w) for w in wants)}]",
            f"bound = [{', '.join(_array(b) for b in bounds)}]   # 0: bit for bit, nan: not compared (ACC.PROGRAM)",
            REPRO_CHECK,

@@ -150,30 +150,31 @@ def _axis(p: dict) -> str:
 
 # CONF.PROGRAM.values: the palettes an input's values are drawn from. Each input picks one, so that zeros of both
 # signs, ties and NaN fill whole reductions often enough to matter (a max over {+0.0, -0.0}, a sum of all -inf).
-PALETTES = ("mixed", "mixed", "specials", "zeros", "ties", "ordinary")
+PALETTES = ("mixed", "zeros", "specials", "ties")
+_STARS = (np.nan, np.inf, -np.inf, 0.0, -0.0)   # the values rewrite rules most often get wrong
 
 
 def input_values(dtype: str, shape: tuple[int, ...], palette: str, seed: int) -> np.ndarray:
   """Values of `dtype` filling `shape`, from a numpy generator seeded with `seed` (fast at the large sizes, where a
-  hypothesis draw per element would not be): 'ordinary' small numbers with a few digits; 'mixed' those and the
-  spec's special values (one in four); 'specials' mostly NaN, infinities, zeros and extremes; 'zeros' +-0.0 and a
-  few negatives (a max over a group of zeros); 'ties' -2..2 and +-0.0 (equal elements everywhere)."""
+  hypothesis draw per element would not be): 'mixed' small numbers with a few digits and the spec's special values
+  (one in three, NaN, the infinities and the zeros as often as all others together, and at least one of those five
+  in every float input of two or more elements); 'specials' mostly special values; 'zeros' +-0.0 and a few
+  negatives (a max over a group of zeros); 'ties' -2..2 and +-0.0 (equal elements everywhere)."""
   rng = np.random.default_rng(seed)
   n = math.prod(shape)
   t = NP[dtype]
   if dtype == "bool": return rng.integers(0, 2, shape).astype(np.bool_)
   is_float = np.issubdtype(np.dtype(t), np.floating)
   ordinary = np.round(rng.uniform(-4, 4, n), 2) if is_float else rng.integers(-4, 5, n)
-  if palette == "ordinary": vals = ordinary
-  elif palette == "ties": vals = rng.choice(np.array([-2, -1, -0.0, 0.0, 1, 2] if is_float else [-2, -1, 0, 1, 2]), n)
+  if palette == "ties": vals = rng.choice(np.array([-2, -1, -0.0, 0.0, 1, 2] if is_float else [-2, -1, 0, 1, 2]), n)
   elif palette == "zeros":
     vals = rng.choice(np.array([-0.0, 0.0, -0.0, 0.0, -1.5, -3.0] if is_float else [0, 0, -1, -3]), n)
   else:
     pool = np.array(special_values(dtype), dtype=np.float64 if is_float else np.int64)
-    if is_float:   # NaN, the infinities and the zeros as often as all other special values together
-      pool = np.concatenate([pool, np.array([np.nan, np.inf, -np.inf, 0.0, -0.0] * max(1, len(pool) // 5))])
-    share = 0.25 if palette == "mixed" else 0.8
+    if is_float: pool = np.concatenate([pool, np.array(_STARS * max(1, len(pool) // 5))])
+    share = 1 / 3 if palette == "mixed" else 0.8
     vals = np.where(rng.random(n) < share, rng.choice(pool, n), ordinary)
+    if is_float and n >= 2: vals[rng.integers(0, n)] = rng.choice(np.array(_STARS))
   with np.errstate(over="ignore", invalid="ignore"):
     return np.asarray(vals).astype(t).reshape(shape) if n else np.zeros(shape, t)
 
@@ -243,18 +244,34 @@ def _is_float(dtype: str) -> bool:
 # ---- step kinds: each draws one or a few steps from the builder's values, or returns None when none fits
 
 def _movement(b: _Builder) -> _Val | None:
+  """A chain of one to three movement ops (view merging and index simplification see them together)."""
+  if b.draw(st.booleans(), label="known chain"):   # chains whose lowering composes offsets, gates and strides
+    x = b.pick(lambda v: len(v.shape) >= 2 and all(v.shape)) or b.pick()
+    if x is None: return None
+    for kind in b.draw(st.sampled_from(CHAINS), label="chain"): x = _move(b, x, kind) or x
+    return x
   x = b.pick()
   if x is None: return None
+  for _ in range(b.draw(st.integers(1, 3), label="chain length")): x = _move(b, x) or x
+  return x
+
+
+MOVES = ("reshape", "permute", "expand", "pad", "shrink", "flip", "getitem", "cat", "stack", "transpose")
+CHAINS = (("permute", "pad", "shrink"), ("pad", "permute", "shrink"), ("shrink", "flip", "pad"),
+          ("expand", "permute", "pad"), ("pad", "reshape", "permute"), ("getitem", "permute", "pad"),
+          ("flip", "reshape", "shrink"), ("permute", "reshape", "pad"))
+
+
+def _move(b: _Builder, x: _Val, kind: str | None = None) -> _Val | None:
   s, nd = x.shape, len(x.shape)
-  kind = b.draw(st.sampled_from(["reshape", "permute", "expand", "pad", "shrink", "flip", "getitem", "cat", "stack",
-                                 "transpose"]), label="movement")
+  kind = kind or b.draw(st.sampled_from(MOVES), label="movement")
   if kind == "reshape":
     n = math.prod(s)
     options = [(n,), (1, n), (n, 1)] + [(d, n // d) for d in range(2, 6) if n and n % d == 0 and d < n]
     if n == 0: options += [(0, 3), (2, 0, 1)]
     return _reshape(b, x, options)
   if kind == "permute" and nd >= 2:
-    order = tuple(b.draw(st.permutations(range(nd)), label="order"))
+    order = tuple(b.draw(st.permutations(range(nd)).filter(lambda o: list(o) != sorted(o)), label="order"))
     return b.add("permute", (x,), tuple(s[i] for i in order), x.dtype, order=order)
   if kind == "transpose" and nd >= 2:
     d0, d1 = b.draw(st.sampled_from([(0, 1), (-1, 0), (nd - 2, nd - 1)]), label="dims")
@@ -305,11 +322,13 @@ def _reshape(b: _Builder, x: _Val, options: list) -> _Val:
   return b.add("reshape", (x,), shape, x.dtype, shape=shape)
 
 
-def _view_of(b: _Builder, x: _Val) -> _Val:
-  """A view of x with x's shape: x itself, flipped, transposed (square), or shifted by one with a zero (pad then
-  shrink): the second operand of an aliased binary op, or the value an assign reads its target through."""
+def _view_of(b: _Builder, x: _Val, moved: bool = False) -> _Val:
+  """A view of x with x's shape: x itself (unless `moved`), flipped, transposed (square), or shifted by one with a
+  zero (pad then shrink): the second operand of an aliased binary op, or the value an assign reads its target
+  through."""
   s, nd = x.shape, len(x.shape)
-  kinds = ["same"] + (["flip", "shift"] if nd else []) + (["T"] if nd == 2 and s[0] == s[1] else [])
+  kinds = ([] if moved and nd else ["same"]) + (["flip", "shift"] if nd else []) + \
+      (["T", "T"] if nd == 2 and s[0] == s[1] else [])
   kind = b.draw(st.sampled_from(kinds), label="view")
   if kind == "flip": return b.add("flip", (x,), s, x.dtype, axes=(b.draw(st.integers(0, nd - 1), label="axis"),))
   if kind == "T": return b.add("permute", (x,), s[::-1], x.dtype, order=(1, 0))
@@ -337,7 +356,7 @@ def _elementwise(b: _Builder) -> _Val | None:
     return b.add("const", (x,), x.shape, x.dtype, op=sym, value=value)
   # CONF.PROGRAM.alias: the second operand is the same value, a view of it, or another value of the same shape
   others = [v for v in b.vals.values() if v.shape == x.shape and v.dtype == x.dtype and v is not x]
-  how = b.draw(st.sampled_from(["same", "view", "other"]), label="operand")
+  how = b.draw(st.sampled_from(["same", "view", "same", "other"]), label="operand")
   y = x if how == "same" else _view_of(b, x) if how == "view" or not others else \
       b.draw(st.sampled_from(others), label="other operand")
   if op == "where":
@@ -345,6 +364,16 @@ def _elementwise(b: _Builder) -> _Val | None:
     return b.add("where", (c, x, y), x.shape, x.dtype)
   out = "bool" if op in ("lt", "eq", "ne") else x.dtype
   return b.add(op, (x, y), x.shape, out)
+
+
+def _alias(b: _Builder) -> _Val | None:
+  """x op x, or x op (a view of x), on a value that often holds NaN, infinities and zeros: what a float rewrite that
+  is wrong for them (x/x -> 1, x-x -> 0, x==x -> True, x*0 -> 0) changes."""
+  x = b.pick(lambda v: _is_float(v.dtype), label="aliased")
+  if x is None: return None
+  y = x if b.draw(st.booleans(), label="itself") else _view_of(b, x)
+  op = b.draw(st.sampled_from(["div", "sub", "eq", "ne", "lt", "maximum", "minimum", "mul", "add"]), label="op")
+  return b.add(op, (x, y), x.shape, "bool" if op in ("eq", "ne", "lt") else x.dtype)
 
 
 def _cast(b: _Builder) -> _Val | None:
@@ -403,14 +432,16 @@ def _conv(b: _Builder) -> _Val | None:
 
 
 def _assign(b: _Builder) -> _Val | None:
-  x = b.pick(lambda v: _is_float(v.dtype) and len(v.shape) >= 1, label="assign like")
-  if x is None: return None
-  t = b.new_input(x.shape, x.dtype)
-  view = _view_of(b, t)
-  value = view
-  if b.draw(st.booleans(), label="combine"):
-    value = b.add(b.draw(st.sampled_from(["add", "mul", "maximum"]), label="with"), (view, x), x.shape, x.dtype)
-  out = b.add("assign", (t, value), x.shape, x.dtype)
+  """x.assign(f(view of x)), x a fresh realized input of two or more elements, the view transposed, flipped or
+  shifted (EXEC.SCHED.overlap: written in place, it would read elements already overwritten), sometimes combined
+  with an earlier value of the same shape."""
+  x = b.pick(lambda v: _is_float(v.dtype) and math.prod(v.shape) >= 2, label="assign like")
+  shape = x.shape if x is not None else b.draw(st.sampled_from([(3, 3), (5,), (2, 4), (4, 4)]), label="target")
+  t = b.new_input(shape, b.dtype)
+  value = view = _view_of(b, t, moved=True)
+  if x is not None and b.draw(st.booleans(), label="combine"):
+    value = b.add(b.draw(st.sampled_from(["add", "mul", "maximum"]), label="with"), (view, x), shape, t.dtype)
+  out = b.add("assign", (t, value), shape, t.dtype)
   # EXEC.SCHED.versions: values built on the old content are retired, so that no step's meaning depends on when an
   # implementation runs the write
   for name in [n for n, v in b.vals.items() if t.name in v.reads and n != out.name]: del b.vals[name]
@@ -424,9 +455,10 @@ def _barrier(b: _Builder) -> _Val | None:
   return b.add(b.draw(st.sampled_from(["contiguous", "realize"]), label="barrier"), (x,), x.shape, x.dtype)
 
 
-KINDS = {"movement": _movement, "elementwise": _elementwise, "cast": _cast, "reduce": _reduce, "matmul": _matmul,
+KINDS = {"movement": _movement, "elementwise": _elementwise, "alias": _alias, "cast": _cast, "reduce": _reduce, "matmul": _matmul,
          "conv2d": _conv, "assign": _assign, "barrier": _barrier}
-WEIGHTS = ["movement"] * 4 + ["elementwise"] * 4 + ["cast", "reduce", "reduce", "matmul", "conv2d", "assign", "barrier"]
+WEIGHTS = ["movement"] * 4 + ["elementwise"] * 3 + ["alias"] * 2 + ["cast", "reduce", "reduce", "matmul", "conv2d", "assign",
+                                                                   "barrier"]
 
 
 @st.composite

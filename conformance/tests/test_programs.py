@@ -7,6 +7,8 @@ Example counts scale with the hypothesis profile: PROGRAMS_PER_EXAMPLE times the
 120 programs), DEVICE_PROGRAMS_PER_EXAMPLE for the device comparison (which compiles every kernel on each device)."""
 from __future__ import annotations
 
+import json
+import os
 from collections import defaultdict
 
 import numpy as np
@@ -24,8 +26,16 @@ from conformance.strategies import NP
 from conformance.tests.test_alu import GROUPS
 from refimpl.dtype import to_dtype
 
-PROGRAMS_PER_EXAMPLE = 20
+PROGRAMS_PER_EXAMPLE = 40
 DEVICE_PROGRAMS_PER_EXAMPLE = 4
+
+
+def _log(verdict) -> None:
+  """Append the verdict to $PROGRAM_LOG (JSON lines) when set: the last failing one is the program hypothesis shrank
+  to, with its reproduction (tests/test_programs_planted.py reads it)."""
+  note(Outcome(verdict.ok, ("CONF.PROGRAM",), 0.0 if verdict.ok else float("inf"), verdict.message))
+  if path := os.environ.get("PROGRAM_LOG"):
+    with open(path, "a") as f: f.write(json.dumps({"ok": verdict.ok, "message": verdict.message}) + "\n")
 
 
 def _count(factor: int) -> int:
@@ -63,7 +73,7 @@ def test_programs(adapter, backend):
   @given(program=programs(dtypes))
   def program_values(program):
     verdict = against_reference(adapter, program, spec(program) if spec else None)
-    note(Outcome(verdict.ok, ("CONF.PROGRAM", "ACC.PROGRAM"), 0.0 if verdict.ok else float("inf"), verdict.message))
+    _log(verdict)
     assert verdict.ok, verdict.message
   program_values()
 
@@ -79,7 +89,7 @@ def test_programs_agree_across_devices(adapter):
   @given(program=programs(dtypes, transcendental=False))
   def same_bits(program):
     verdict = across_devices(adapter, program, devices)
-    note(Outcome(verdict.ok, ("CONF.DEVICES",), 0.0 if verdict.ok else float("inf"), verdict.message))
+    _log(verdict)
     assert verdict.ok, verdict.message
   same_bits()
 
@@ -98,8 +108,8 @@ def _operands(key) -> list[tuple[np.ndarray, str]]:
   return [(np.array([parse_value(r[0][i], to_dtype(d)) for r in rows], dtype=NP[d]), d) for i, d in enumerate(dts)]
 
 
-@pytest.mark.parametrize("op", [pytest.param(op, id=op, marks=[pytest.mark.clauses("CONF.DEVICES", f"OP.{op}", "OP.TABLES")])
-                                for op in sorted(_BY_OP)])
+@pytest.mark.parametrize("op", [pytest.param(op, id=op, marks=pytest.mark.clauses("CONF.DEVICES", f"OP.{op}",
+                                                                                   "OP.TABLES")) for op in sorted(_BY_OP)])
 def test_edge_tables_agree_across_devices(adapter, op):
   """CONF.DEVICES: every row of OP.TABLES for `op` gives the same bits on each device (test_edge_table checks each
   device's values against the table; this checks that no device differs from another, also where the table's
@@ -118,6 +128,6 @@ def test_edge_tables_agree_across_devices(adapter, op):
     first = results[devices[0]]
     for d in devices[1:]:
       verdict = A.check(results[d], first, dst, A.bound("EXACT", dst))
-      assert verdict.ok, f"CONF.DEVICES [OP.{op}, OP.TABLES]: {op} {src}->{dst} on {d} against {devices[0]}: {verdict.why}"
+      assert verdict.ok, f"CONF.DEVICES [OP.{op}, OP.TABLES]: {src}->{dst} on {d} against {devices[0]}: {verdict.why}"
     checked += 1
   if not checked: pytest.skip(f"DEV.DTYPE: {adapter.backend} computes in none of the dtypes of OP.{op}'s tables")
