@@ -243,13 +243,16 @@ def _matmul(x: Ref, y: Ref, key: str = "MATMUL") -> Ref:
   k = a.shape[1]
   with np.errstate(all="ignore"):
     r = _contract(a[:, :, None] * b[None, :, :], 1)
-    S = 2 * _contract(_smul(np.abs(a)[:, :, None], np.abs(b)[None, :, :]), 1)
+    # S over the finite terms: an infinite term makes the sum infinite anyway, but finite products may overflow
+    # the dtype where float64 does not, and then meet an infinity of the other sign
+    fa, fb = np.where(np.isfinite(a), np.abs(a), 0.0), np.where(np.isfinite(b), np.abs(b), 0.0)
+    S = 2 * _contract(fa[:, :, None] * fb[None, :, :], 1)
     prop = _contract(_smul(np.abs(a)[:, :, None], y.e[None]) + _smul(x.e[:, :, None], np.abs(b)[None]) +
                      _smul(x.e[:, :, None], y.e[None]), 1)
     rr = _rnd(r, x.dt)
     own = A.bound(key, x.dt).evaluate(ulp=A.ulp(rr, x.dt), eps=A.eps(x.dt), n=float(k), S=S) if k > 1 else 0.0
     bad = (~x.det).astype(np.float64) @ np.ones(b.shape) + np.ones(a.shape) @ (~y.det).astype(np.float64)
-    det = (bad == 0) & ~(np.where(np.isfinite(S), S, 0) + prop >= _FMAX["float32" if x.dt == "float16" else x.dt])
+    det = (bad == 0) & ~(S / 2 + prop >= _FMAX[x.dt])   # a product or a partial sum may overflow
   return _finish(r, own + prop, det, x.dt, rounds=False)
 
 

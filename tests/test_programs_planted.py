@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -111,9 +112,13 @@ PLANTS = {
 
 
 def _python(code: str, plant: str | None, timeout: int, env: dict | None = None) -> subprocess.CompletedProcess:
+  """Run `code` in a fresh Python process (from a file: a reproduction with large inputs is too long for `-c`)."""
   prelude = f"import pytest\n{plant}\nplant(pytest.MonkeyPatch())\n" if plant else ""
-  return subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, capture_output=True, text=True,
-                        timeout=timeout, env={**os.environ, **(env or {})})
+  with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f: f.write(prelude + code)
+  try:
+    return subprocess.run([sys.executable, f.name], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+  finally: os.unlink(f.name)
 
 
 @pytest.mark.parametrize("bug", list(PLANTS))
