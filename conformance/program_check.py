@@ -142,7 +142,7 @@ def agree(got: np.ndarray, want: np.ndarray, bound: np.ndarray) -> np.ndarray:
   return np.isnan(bound) | np.where(bound == 0, exact, close)
 
 
-REPRO_CHECK = '''def agree(got, want, bound):   # ACC.PROGRAM: bit for bit where bound is 0, within it elsewhere, NaN: not compared
+REPRO_CHECK = '''def agree(got, want, bound):   # ACC.PROGRAM: bit for bit where bound is 0, else within it; NaN: skip
   got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
   exact = (np.isnan(got) & np.isnan(want)) | ((got == want) & (np.signbit(got) == np.signbit(want)))
   return np.isnan(bound) | np.where(bound == 0, exact, exact | (np.abs(got - want) <= bound))'''

@@ -230,7 +230,8 @@ def _reduce(step: Step, x: Ref) -> Ref:
     prop = x.e.sum(axis=axes, keepdims=keep) if axes else x.e.copy()
     rr = _rnd(r, x.dt)
     own = A.bound("SUM", x.dt).evaluate(ulp=A.ulp(rr, x.dt), eps=A.eps(x.dt), n=float(n), S=S) if n > 2 else 0.0
-    det = det & ~(S + prop >= _FMAX["float32" if x.dt in ("float16", "bfloat16") else x.dt])   # a partial sum may overflow
+    acc = "float32" if x.dt in ("float16", "bfloat16") else x.dt   # DT.SUM: 16-bit sums accumulate in float32
+    det = det & ~(S + prop >= _FMAX[acc])   # a partial sum may overflow where float64's does not
   return _finish(r, own + prop, det, x.dt, rounds=False)
 
 

@@ -425,7 +425,8 @@ def _conv(b: _Builder) -> _Val | None:
   else: x4 = b.add("reshape", (x,), (1, *x.shape), x.dtype, shape=(1, *x.shape))
   c, h, w = x4.shape[1:]
   pad = b.draw(st.integers(0, 1), label="padding")
-  kh, kw = b.draw(st.integers(1, min(3, h + 2 * pad)), label="kh"), b.draw(st.integers(1, min(3, w + 2 * pad)), label="kw")
+  kh = b.draw(st.integers(1, min(3, h + 2 * pad)), label="kh")
+  kw = b.draw(st.integers(1, min(3, w + 2 * pad)), label="kw")
   wt = b.new_input((b.draw(st.integers(1, 2), label="out channels"), c, kh, kw), x.dtype)
   wv = _view_of(b, wt) if b.draw(st.booleans(), label="moved weight") else wt
   return b.add("conv2d", (x4, wv), (1, wv.shape[0], h + 2 * pad - kh + 1, w + 2 * pad - kw + 1), x.dtype, padding=pad)
@@ -455,10 +456,10 @@ def _barrier(b: _Builder) -> _Val | None:
   return b.add(b.draw(st.sampled_from(["contiguous", "realize"]), label="barrier"), (x,), x.shape, x.dtype)
 
 
-KINDS = {"movement": _movement, "elementwise": _elementwise, "alias": _alias, "cast": _cast, "reduce": _reduce, "matmul": _matmul,
-         "conv2d": _conv, "assign": _assign, "barrier": _barrier}
-WEIGHTS = ["movement"] * 4 + ["elementwise"] * 3 + ["alias"] * 2 + ["cast", "reduce", "reduce", "matmul", "conv2d", "assign",
-                                                                   "barrier"]
+KINDS = {"movement": _movement, "elementwise": _elementwise, "alias": _alias, "cast": _cast, "reduce": _reduce,
+         "matmul": _matmul, "conv2d": _conv, "assign": _assign, "barrier": _barrier}
+WEIGHTS = (["movement"] * 4 + ["elementwise"] * 3 + ["alias"] * 2 +
+           ["cast", "reduce", "reduce", "matmul", "conv2d", "assign", "barrier"])
 
 
 @st.composite

@@ -34,7 +34,8 @@ __all__ = ["note", "ReportPlugin", "BINS", "histogram", "coverage_markdown", "CO
            "merge_runs", "write_merged"]
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
-# the Tensor-level chapters (spec/tensor.md and its family chapters tensor_*.md) count too: every TENSOR clause needs a test
+# the Tensor-level chapters (spec/tensor.md and its family chapters tensor_*.md) count too: every TENSOR clause needs
+# a test
 COVERAGE_CHAPTERS = ("ops.md", "gradients.md", "accuracy.md", *sorted(p.name for p in SPEC.glob("tensor*.md")))
 # upper edges of the ULP histogram's bins; errors above the last edge (or infinite) go in the last bin ">256"
 BINS = (0.0, 0.5, 1.0, 4.0, 16.0, 256.0)

@@ -4,7 +4,8 @@ the same programs (without transcendental steps) and the ALU edge tables run on 
 and must agree bit for bit (CONF.DEVICES).
 
 Example counts scale with the hypothesis profile: PROGRAMS_PER_EXAMPLE times the profile's max_examples (ci: 6, so
-120 programs), DEVICE_PROGRAMS_PER_EXAMPLE for the device comparison (which compiles every kernel on each device)."""
+240 programs), DEVICE_PROGRAMS_PER_EXAMPLE for the device comparison (which compiles every kernel on each device).
+$PROGRAM_LOG (a path) collects every verdict as a JSON line, the shrunk failure last."""
 from __future__ import annotations
 
 import json
@@ -63,7 +64,10 @@ def _spec_outputs(adapter, backend: str):
   return outputs
 
 
-@pytest.mark.clauses("CONF.PROGRAM", "ACC.PROGRAM", "CONF.PROGRAM.crash")
+@pytest.mark.clauses("CONF.PROGRAM", "CONF.PROGRAM.steps", "CONF.PROGRAM.alias", "CONF.PROGRAM.casts",
+                     "CONF.PROGRAM.assign", "CONF.PROGRAM.values", "CONF.PROGRAM.sizes", "CONF.PROGRAM.spec",
+                     "CONF.PROGRAM.crash", "ACC.PROGRAM", "ACC.PROGRAM.exact", "ACC.PROGRAM.bound",
+                     "ACC.PROGRAM.undetermined")
 @pytest.mark.conformance(op="program", dtype="float32", prop="program")
 def test_programs(adapter, backend):
   dtypes = _dtypes(adapter)
@@ -78,7 +82,7 @@ def test_programs(adapter, backend):
   program_values()
 
 
-@pytest.mark.clauses("CONF.DEVICES", "CONF.PROGRAM")
+@pytest.mark.clauses("CONF.DEVICES", "CONF.PROGRAM", "CONF.PROGRAM.crash")
 @pytest.mark.conformance(op="program", dtype="float32", prop="devices")
 def test_programs_agree_across_devices(adapter):
   devices = adapter.devices()
@@ -108,8 +112,11 @@ def _operands(key) -> list[tuple[np.ndarray, str]]:
   return [(np.array([parse_value(r[0][i], to_dtype(d)) for r in rows], dtype=NP[d]), d) for i, d in enumerate(dts)]
 
 
-@pytest.mark.parametrize("op", [pytest.param(op, id=op, marks=pytest.mark.clauses("CONF.DEVICES", f"OP.{op}",
-                                                                                   "OP.TABLES")) for op in sorted(_BY_OP)])
+_TABLE_PARAMS = [pytest.param(op, id=op, marks=pytest.mark.clauses("CONF.DEVICES", f"OP.{op}", "OP.TABLES"))
+                 for op in sorted(_BY_OP)]
+
+
+@pytest.mark.parametrize("op", _TABLE_PARAMS)
 def test_edge_tables_agree_across_devices(adapter, op):
   """CONF.DEVICES: every row of OP.TABLES for `op` gives the same bits on each device (test_edge_table checks each
   device's values against the table; this checks that no device differs from another, also where the table's
