@@ -125,8 +125,9 @@ def _python(code: str, plant: str | None, timeout: int, env: dict | None = None)
 def test_planted_bug_is_caught(bug, tmp_path):
   plant = PLANTS[bug]
   log = tmp_path / "failures.jsonl"
-  run = ("import sys\nsys.exit(pytest.main(['conformance/tests/test_programs.py', '--hypothesis-profile', 'ci', "
-         "'-x', '-q', '-p', 'no:cacheprovider', '-k', 'not edge_tables']))")
+  # guarded: a spawned helper (a CL device, Adapter.isolation) imports this main module again, plant included
+  run = ("import sys\nif __name__ == '__main__':\n  sys.exit(pytest.main(['conformance/tests/test_programs.py', "
+         "'--hypothesis-profile', 'ci', '-x', '-q', '-p', 'no:cacheprovider', '-k', 'not edge_tables']))")
   proc = _python(run, plant, timeout=1200, env={"PROGRAM_LOG": str(log), "DEV": "PYTHON"})
   out = proc.stdout + proc.stderr
   assert proc.returncode == 1, f"the planted bug {bug} was not caught:\n{out[-3000:]}"
