@@ -224,7 +224,8 @@ def _reduce(step: Step, x: Ref) -> Ref:
   # sum: float64 in torch, + 0.0 as the spec's fold starts from +0.0 (EXEC.THREAD.reduce)
   t = torch.from_numpy(np.array(x.v, order="C"))
   with np.errstate(all="ignore"):
-    r = (torch.sum(t, dim=axes, keepdim=keep) if axes else t.clone()).numpy() + 0.0
+    # no axes (a 0-d value): nothing is reduced and the value passes unchanged, -0.0 included
+    r = torch.sum(t, dim=axes, keepdim=keep).numpy() + 0.0 if axes else t.clone().numpy()
     fin = np.where(np.isfinite(x.v), np.abs(x.v), 0.0)
     S = fin.sum(axis=axes, keepdims=keep) if axes else fin
     prop = x.e.sum(axis=axes, keepdims=keep) if axes else x.e.copy()
