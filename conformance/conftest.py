@@ -86,4 +86,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     item.user_properties += [("op", m.kwargs["op"]), ("dtype", m.kwargs["dtype"]), ("property", m.kwargs["prop"]),
                              ("backend", backend)]
     reason = expected_failure(backend, m.kwargs["op"], m.kwargs["dtype"], m.kwargs["prop"])
-    if reason: item.add_marker(pytest.mark.xfail(reason=reason, strict=True))
+    if reason:
+      item.add_marker(pytest.mark.xfail(reason=reason, strict=True))
+      item.stash[_EXPECTED] = True
+
+
+_EXPECTED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+  """An expected failure runs without hypothesis's shrinking phase: its failing example is known, and shrinking it
+  (minutes per test where a NaN shrinks slowly) would only cost time. The profile in force is restored after."""
+  if not item.stash.get(_EXPECTED, False):
+    yield
+    return
+  previous = settings._current_profile
+  settings.register_profile("conformance-expected-failure", parent=settings.get_profile(previous),
+                            phases=(Phase.explicit, Phase.generate))
+  settings.load_profile("conformance-expected-failure")
+  try: yield
+  finally: settings.load_profile(previous)

@@ -85,19 +85,64 @@ def numbers(dtype: str, lo: float = -4.0, hi: float = 4.0) -> st.SearchStrategy:
   return st.integers(max(int(lo), dtypes.min(dt)), min(int(hi), dtypes.max(dt)))
 
 
+# CONF.VALUES.specials: an element is a special value one time in four; half of those are the values comparisons,
+# max/min, selection and rewrite rules most often get wrong (NaN, the infinities, both zeros), half any special value
+# of the dtype (extremes, subnormals, wrap-around points, ...)
+SPECIAL_SHARE = 0.25
+_STARS = ("nan", "inf", "-inf", "0.0", "-0.0")
+# CONF.VALUES.equal: an input whose shape and dtype match an earlier input of the same example is that input one time
+# in ten and its negation one time in ten (ties, x-op-x cases)
+EQUAL_SHARE, NEGATED_SHARE = 0.1, 0.1
+
+
 def elements(dtype: str, lo: float = -4.0, hi: float = 4.0, specials: bool | Callable[[Any], bool] = True):
   """Values of `dtype`: ordinary numbers in [lo, hi] and, unless `specials` is False, the spec's special values of the
-  dtype (all of them, or those a predicate keeps), drawn about one time in four."""
+  dtype (all of them, or those a predicate keeps), drawn one time in four (CONF.VALUES.specials)."""
   ordinary = numbers(dtype, lo, hi)
   if specials is False: return ordinary
   pool = [v for v in special_values(dtype) if specials is True or specials(v)]
-  return st.one_of(ordinary, ordinary, ordinary, st.sampled_from(pool)) if pool else ordinary
+  if not pool: return ordinary
+  stars = [st.just(v) for v in pool if repr(v) in _STARS]   # each its own branch: as likely as the others
+  special = st.one_of(st.one_of(*stars), st.sampled_from(pool)) if stars else st.sampled_from(pool)
+  return st.one_of(ordinary, ordinary, ordinary, special)
 
 
-def arrays(dtype: str, shape: tuple[int, ...], lo: float = -4.0, hi: float = 4.0,
-           specials: bool | Callable[[Any], bool] = True) -> st.SearchStrategy[np.ndarray]:
-  """An array of `shape` whose elements are `elements(dtype, lo, hi, specials)`."""
-  return hnp.arrays(NP[dtype], shape, elements=elements(dtype, lo, hi, specials))
+_DRAWN = st.shared(st.builds(list), key="conformance.strategies.drawn")   # the arrays drawn so far in this example
+
+
+def _fits(a: np.ndarray, dtype: str, lo: float, hi: float, specials) -> bool:
+  """Whether every element of `a` is one that `elements(dtype, lo, hi, specials)` could draw."""
+  allowed = {repr(v) for v in special_values(dtype) if specials is True or (specials is not False and specials(v))}
+  for v in np.asarray(a).reshape(-1).tolist():
+    if isinstance(v, float) and math.isnan(v): v = math.nan
+    if repr(v) in allowed or (not (isinstance(v, float) and math.isnan(v)) and lo <= v <= hi): continue
+    return False
+  return True
+
+
+@st.composite
+def arrays(draw, dtype: str, shape: tuple[int, ...], lo: float = -4.0, hi: float = 4.0,
+           specials: bool | Callable[[Any], bool] = True) -> np.ndarray:
+  """An array of `shape` whose elements are `elements(dtype, lo, hi, specials)`; or, where an earlier array of the
+  same example has this shape and dtype and its values (or their negations) fit, that array or its negation, at the
+  shares of CONF.VALUES.equal."""
+  drawn = draw(_DRAWN)
+  earlier = [a for a, d in drawn if d == dtype and a.shape == tuple(shape)]
+  fresh = draw(hnp.arrays(NP[dtype], shape, elements=elements(dtype, lo, hi, specials)))
+  if earlier:
+    how = draw(st.sampled_from(["fresh"] * 8 + ["equal", "negated"]), label="equal to an earlier input")
+    if how != "fresh":
+      src = earlier[-1]
+      cand = src.copy() if how == "equal" or dtype == "bool" or dtype.startswith("uint") else _negate(src, dtype)
+      if _fits(cand, dtype, lo, hi, specials): fresh = cand
+  drawn.append((fresh, dtype))
+  return fresh
+
+
+def _negate(a: np.ndarray, dtype: str) -> np.ndarray:
+  """-a in `dtype` (integers wrap: -INT_MIN is INT_MIN, DT.WRAP)."""
+  with np.errstate(over="ignore"):
+    return (-a).astype(NP[dtype]) if dtype in FLOATS else (np.zeros_like(a) - a).astype(NP[dtype])
 
 
 # ---------------------------------------------------------------------------------------------------- shapes

@@ -136,6 +136,19 @@ class Adapter:
     """How many kernels realizing `t` would run, or None when the implementation cannot say."""
     return None
 
+  # ---- devices and isolation (CONF.DEVICES, CONF.PROGRAM.crash) ----
+  def devices(self) -> list[str]:
+    """The devices of this implementation whose results the suite compares with each other (CONF.DEVICES), the
+    backend under test first. Default: only the backend under test, so there is nothing to compare."""
+    return [self.backend]
+
+  def isolation(self, device: str) -> str | None:
+    """How random programs run on `device` (CONF.PROGRAM.crash): None in the test's own process, or 'fork' /
+    'spawn': in a helper process started that way (with an adapter of its own, made by `load_adapter`), so that a
+    kernel that kills its process fails one example, naming the signal, instead of ending the test run. Default:
+    None for the backend under test, 'spawn' for any other device (a helper has that device as its default)."""
+    return None if device == self.backend else "spawn"
+
 
 @functools.cache
 def compiled(expr: str):

@@ -58,3 +58,20 @@ class RefimplAdapter(Adapter):
 
   def count_kernels(self, t: Tensor) -> int:
     return len(t.schedule())
+
+  def devices(self) -> list[str]:
+    """PYTHON and CPU always (the CPU needs only a C compiler), and CL where a driver opens; the backend first."""
+    out = [self.backend] + [d for d in ("PYTHON", "CPU") if d != self.backend]
+    if self.backend != "CL":
+      try: Device["CL"]
+      except Exception: return out   # noqa: BLE001 (no pyopencl, no platform, no device: CL is not there)
+      out.append("CL")
+    return out
+
+  def isolation(self, device: str) -> str | None:
+    """The emulator (PYTHON) cannot kill its process: it runs here. Compiled CPU kernels run in a forked helper, which
+    keeps whatever this process has patched (a bug planted by a test); CL and CUDA drivers do not survive a fork, so
+    they start clean in a spawned one when they are not the backend under test."""
+    if device == "PYTHON": return None
+    if device == "CPU": return "fork"
+    return None if device == self.backend else "spawn"
