@@ -14,9 +14,10 @@ from refimpl.device import Device
 from refimpl.dtype import DType, DTypeLike, dtypes, to_dtype
 from refimpl.engine.realize import buffers, run_kernels
 from refimpl.engine.schedule import ScheduleItem, kernelize, new_buffer, schedule
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecError, SpecRuntimeError, SpecTypeError, SpecValueError
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
+from refimpl.tensor import validate
 
 _NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16,
        dtypes.uint16: np.uint16, dtypes.int32: np.int32, dtypes.uint32: np.uint32, dtypes.int64: np.int64,
@@ -97,10 +98,13 @@ class Tensor(metaclass=_TensorType):
       uop = data if not Tensor.no_grad or requires_grad is not None or data.op is Ops.DETACH else \
         UOp(Ops.DETACH, data.dtype, (data,))
     elif isinstance(data, (bool, int, float)):
+      if isinstance(data, int) and not isinstance(data, bool) and not dtypes.is_float(dtype or dtypes.int64):
+        validate.python_int(data, inferred=dtype is None)   # API.ARGS.int-range
       uop = UOp.const(dtype or dtypes.from_py(data), data, device)
     elif isinstance(data, (list, tuple, np.ndarray)) or np.isscalar(data):
+      if isinstance(data, (list, tuple)) and not dtypes.is_float(dtype or dtypes.int64): validate.ints_in_data(data, dtype is None)
       uop = _from_numpy(_to_numpy(data, dtype), dtype, device)
-    else: raise TypeError(f"Tensor: cannot build from {type(data).__name__}")
+    else: raise SpecTypeError("API.ARGS.data", f"Tensor: cannot build from {type(data).__name__}")
     self.uop: UOp = uop
     # GRAD.NOGRAD: under no_grad, new tensors refuse gradients unless asked for explicitly
     self.requires_grad = False if requires_grad is None and Tensor.no_grad else requires_grad
@@ -218,8 +222,16 @@ class Tensor(metaclass=_TensorType):
     """The number of elements."""
     return math.prod(self.shape)
   def __len__(self) -> int:
-    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    if not self.shape: raise SpecTypeError("API.ARGS.bool", "len() of a 0-d tensor")
     return self.shape[0]
+
+  def __bool__(self) -> bool:
+    """The truth value of a one-element tensor (realizes it); any other is ambiguous (API.ARGS.bool, torch's rule:
+    `if t:` on a tensor of several elements is a RuntimeError, not the truth of its length)."""
+    if self.numel() != 1:
+      raise SpecRuntimeError("API.ARGS.bool", f"the truth value of a tensor of shape {self.shape} is ambiguous: use "
+                             ".any() or .all()")
+    return bool(self.item())
 
   def __repr__(self) -> str: return f"<Tensor {self.uop.op!r} {self.shape} {self.dtype!r} on {self.device} " \
                                     f"with grad {None if self.grad is None else self.grad.uop.op!r}>"
@@ -265,7 +277,8 @@ class Tensor(metaclass=_TensorType):
 
   def item(self):
     """The one element as a Python number."""
-    if self.numel() != 1: raise SpecError("UOP.CONST", f"item() needs one element, the tensor has {self.numel()}")
+    if self.numel() != 1:
+      raise SpecRuntimeError("API.ARGS.bool", f"item() needs one element, the tensor has {self.numel()}")
     return self.numpy().reshape(()).item()
 
   # ---- in-place update (assign) ----
@@ -335,7 +348,10 @@ def _to_numpy(data, dtype: DType | None) -> np.ndarray:
     return data if dtype is None or dtype == dtypes.bfloat16 else data.astype(_NP[dtype])
   dt = dtype or dtypes.from_py(list(np.array(data, dtype=object).ravel()) if np.ndim(data) else data)
   if dt == dtypes.bfloat16: return np.array(data, dtype=np.float64)
-  return np.array(data, dtype=_NP[dt])
+  try: return np.array(data, dtype=_NP[dt])
+  except OverflowError:   # DT.CONST: an int inside [-2**63, 2**64) (API.ARGS.int-range) wraps into the int type
+    obj = np.array(data, dtype=object)
+    return np.array([dtypes.as_const(v, dt) for v in obj.ravel()], dtype=_NP[dt]).reshape(obj.shape)
 
 
 def _from_numpy(arr: np.ndarray, dtype: DType | None, device: str) -> UOp:

@@ -187,7 +187,7 @@ class NNOps:
     d = _axis(dim, self.ndim) if self.ndim else None
     a = x.abs()
     if p == 0: norm = (x != 0).sum(d, keepdim=True).cast(x.dtype)
-    elif p == math.inf: norm = a.max(d, keepdim=True)
+    elif p == math.inf: norm = a._max(d, keepdim=True)
     elif p == 1: norm = a.sum(d, keepdim=True)
     elif p == 2: norm = _safe_root((a * a).sum(d, keepdim=True), Tensor.sqrt)
     elif p > 0: norm = _safe_root(a.pow(p).sum(d, keepdim=True), lambda s: s.pow(1 / p))

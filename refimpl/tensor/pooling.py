@@ -28,7 +28,7 @@ def _first(mask: Tensor, last: bool = False) -> Tensor:
   """`mask` keeping only its first (or last) True along the last axis."""
   k = mask.shape[-1]
   rank = Tensor.arange(1, k + 1, device=mask.device) if last else Tensor.arange(k, 0, -1, device=mask.device)
-  return mask & (mask.where(rank, 0).max(-1, keepdim=True) == rank)
+  return mask & (mask.where(rank, 0)._max(-1, keepdim=True) == rank)
 
 
 class PoolingOps:
@@ -60,13 +60,13 @@ class PoolingOps:
     inside = Tensor.full(self.shape, True, device=self.device).pad(full)
     x = inside.where(self.pad(full), dtypes.min(self.dtype))
     w = x._pool(ks, st, dl)
-    if not dtypes.is_float(self.dtype) and not return_indices: return w.max(tuple(range(-m, 0)))
+    if not dtypes.is_float(self.dtype) and not return_indices: return w._max(tuple(range(-m, 0)))
     w = w.reshape(w.shape[:-m] + (math.prod(ks),))
     # a padding position (-inf) never takes the gradient from an input -inf it ties with
-    hit = (w == w.max(-1, keepdim=True)) & inside._pool(ks, st, dl).reshape(w.shape)
+    hit = (w == w._max(-1, keepdim=True)) & inside._pool(ks, st, dl).reshape(w.shape)
     if dtypes.is_float(self.dtype):
       nan = w.isnan()
-      one = nan.max(-1, keepdim=True).where(_first(nan, last=True), _first(hit))
+      one = nan._max(-1, keepdim=True).where(_first(nan, last=True), _first(hit))
     else: one = _first(hit)
     values = _select(one, w)
     if not return_indices: return values

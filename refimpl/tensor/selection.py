@@ -86,7 +86,7 @@ class SelectionOps:
     moved, hit, values, d = self._scatter_terms("TENSOR.SCATTER", dim, index, src)
     m = hit.shape[-1]
     # the last hit along j: the largest j + 1 among the hits (0: none); its one-hot selects the written value
-    last = hit.where(Tensor.arange(1, m + 1, device=self.device), 0).max(-1)
+    last = hit.where(Tensor.arange(1, m + 1, device=self.device), 0)._max(-1)
     chosen = hit & (Tensor.arange(1, m + 1, device=self.device) == last.unsqueeze(-1))
     out = (last > 0).where(values._onehot_pick(chosen, -1), moved)
     return out.transpose(d, -1).reshape(self.shape)
@@ -106,7 +106,7 @@ class SelectionOps:
       else: fill = dtypes.min(self.dtype) if reduce == "amax" else dtypes.max(self.dtype)
       terms = hit.where(values, fill)
       if include_self: terms = terms.cat(moved.unsqueeze(-1), dim=-1)
-      out = terms.max(-1) if reduce == "amax" else terms.min(-1)
+      out = terms._max(-1) if reduce == "amax" else terms._min(-1)
     elif reduce == "prod":
       out = hit.where(values, 1).prod(-1).cast(self.dtype)
       if include_self: out = out * moved

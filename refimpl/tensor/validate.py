@@ -82,21 +82,24 @@ def nonzero_step(step: Any, name: str = "step", clause: str = "API.ARGS.step") -
   return step
 
 
-def python_int(v: int, what: str = "value", clause: str = "API.ARGS.int-range") -> int:
+def python_int(v: int, what: str = "value", clause: str = "API.ARGS.int-range", inferred: bool = False) -> int:
   """A Python int that must become an integer dtype fits one of them, [-2**63, 2**64) (API.ARGS.int-range); inside
-  that range DT.CONST wraps it into the target type."""
-  if not INT_LO <= v <= INT_HI:
-    raise SpecOverflowError(clause, f"{what} {v} fits no integer dtype (the range is [-2**63, 2**64 - 1])")
+  that range DT.CONST wraps it into the target type. With `inferred` (no dtype given: the int takes int64 at most,
+  DT.DEFAULT.wide) it must fit int64."""
+  hi = (1 << 63) - 1 if inferred else INT_HI
+  if not INT_LO <= v <= hi:
+    raise SpecOverflowError(clause, f"{what} {v} fits no integer dtype {'without a dtype given ' if inferred else ''}"
+                            f"(the range is [-2**63, 2**{63 if inferred else 64} - 1])")
   return v
 
 
-def ints_in_data(data: Any, clause: str = "API.ARGS.int-range") -> None:
-  """Every Python int in nested lists or tuples fits some integer dtype (API.ARGS.int-range)."""
+def ints_in_data(data: Any, inferred: bool = False, clause: str = "API.ARGS.int-range") -> None:
+  """Every Python int in nested lists or tuples fits an integer dtype (API.ARGS.int-range, see python_int)."""
   stack = [data]
   while stack:
     x = stack.pop()
     if isinstance(x, (list, tuple)): stack.extend(x)
-    elif isinstance(x, int) and not isinstance(x, bool): python_int(x, "the element", clause)
+    elif isinstance(x, int) and not isinstance(x, bool): python_int(x, "the element", clause, inferred)
 
 
 def operands(ok: bool, clause: str, message: str) -> None:
