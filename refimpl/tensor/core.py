@@ -14,7 +14,7 @@ from refimpl.device import Device
 from refimpl.dtype import DType, DTypeLike, dtypes, to_dtype
 from refimpl.engine.realize import buffers, run_kernels
 from refimpl.engine.schedule import ScheduleItem, kernelize, new_buffer, schedule
-from refimpl.helpers import SpecError, SpecRuntimeError, SpecTypeError, SpecValueError
+from refimpl.helpers import SpecError, SpecRuntimeError, SpecTypeError
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 from refimpl.tensor import validate
@@ -102,7 +102,8 @@ class Tensor(metaclass=_TensorType):
         validate.python_int(data, inferred=dtype is None)   # API.ARGS.int-range
       uop = UOp.const(dtype or dtypes.from_py(data), data, device)
     elif isinstance(data, (list, tuple, np.ndarray)) or np.isscalar(data):
-      if isinstance(data, (list, tuple)) and not dtypes.is_float(dtype or dtypes.int64): validate.ints_in_data(data, dtype is None)
+      if isinstance(data, (list, tuple)) and not dtypes.is_float(dtype or dtypes.int64):
+        validate.ints_in_data(data, dtype is None)
       uop = _from_numpy(_to_numpy(data, dtype), dtype, device)
     else: raise SpecTypeError("API.ARGS.data", f"Tensor: cannot build from {type(data).__name__}")
     self.uop: UOp = uop

@@ -8,7 +8,7 @@ import operator
 
 from refimpl.dtype import (DTypeLike, dtypes, least_upper_dtype, least_upper_float, py_scalar, scalar_result_dtype,
                            to_dtype)
-from refimpl.helpers import SpecError, SpecRuntimeError, SpecTypeError, SpecValueError
+from refimpl.helpers import SpecRuntimeError, SpecTypeError, SpecValueError
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 from refimpl.tensor import validate
@@ -73,7 +73,8 @@ class ElementwiseOps:
       dt = least_upper_float(a.dtype)
       return a.cast(dt)._alu(Ops.FDIV, b.cast(dt))
     if a.dtype == dtypes.bool:
-      raise SpecTypeError("TENSOR.DIV.rounding", f"rounding_mode={rounding_mode!r} division of bool tensors (torch refuses "
+      raise SpecTypeError("TENSOR.DIV.rounding",
+                          f"rounding_mode={rounding_mode!r} division of bool tensors (torch refuses "
                       "it too)")
     if rounding_mode == "floor": return a._floordiv(b)
     # TENSOR.DIV.rounding: integers truncate with CDIV (x / 0 = -1, OP.CDIV.zero); floats truncate the exact quotient

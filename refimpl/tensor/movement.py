@@ -221,7 +221,8 @@ class MovementOps:
 def _tensors(first, rest) -> tuple[Tensor, ...]:
   """cat/stack's operands: `first, *rest`, or the sequence `first` when it is one (and nothing follows it)."""
   if isinstance(first, (list, tuple)):
-    if rest: raise validate.SpecTypeError("TENSOR.CAT.sequence", "give the tensors either as one sequence or one by one")
+    if rest: raise validate.SpecTypeError("TENSOR.CAT.sequence",
+                                          "give the tensors either as one sequence or one by one")
     if not first: raise SpecValueError("TENSOR.CAT.sequence", "no tensors to join")
     return tuple(first)
   return (first, *rest)

@@ -28,7 +28,8 @@ class ReductionOps:
       raise SpecIndexError("API.ARGS.empty-reduce", f"{name}() of an empty tensor of shape {self.shape}: the "
                            "reduction has no identity; give an axis")
     if axis is not None and any(self.shape[a] == 0 for a in self._axes(axis)):
-      raise SpecIndexError("API.ARGS.empty-reduce", f"{name}(axis={axis}) over an empty axis of shape {self.shape}: the "
+      raise SpecIndexError("API.ARGS.empty-reduce",
+                           f"{name}(axis={axis}) over an empty axis of shape {self.shape}: the "
                            "reduction has no identity")
 
   def _reduce(self, op: Ops, axis, keepdim: bool) -> Tensor:
@@ -107,7 +108,8 @@ class ReductionOps:
 
   def argmax(self, axis=None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum (NaN counts as the maximum, as in torch), over the flattened tensor for
-    axis=None. The result is int32 (tinygrad; torch returns int64). Refused over zero elements (API.ARGS.empty-reduce)."""
+    axis=None. The result is int32 (tinygrad; torch returns int64). Refused over zero elements
+    (API.ARGS.empty-reduce)."""
     self._no_identity(axis, "argmax")
     if axis is None:
       out = self.flatten().argmax(0)

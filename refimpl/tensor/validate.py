@@ -53,7 +53,8 @@ def per_axis(v: Any, m: int, name: str, clause: str = "API.ARGS.count", least: i
   if len(vals) != m: raise SpecValueError(clause, f"{name}={v!r} needs 1 or {m} values, one per spatial axis")
   out = tuple(integer(x, name, "API.ARGS.size") for x in vals)
   if least is not None and any(x < least for x in out):
-    raise SpecValueError("API.ARGS.positive" if least == 1 else "API.ARGS.size", f"{name}={v!r}: each must be >= {least}")
+    raise SpecValueError("API.ARGS.positive" if least == 1 else "API.ARGS.size",
+                         f"{name}={v!r}: each must be >= {least}")
   return out
 
 
