@@ -46,7 +46,9 @@ def _scale_channels(x: Tensor, weight: Tensor | None, bias: Tensor | None) -> Te
 class Linear:
   """y = x @ weight.T + bias with weight (out_features, in_features) (NN.LINEAR)."""
   def __init__(self, in_features: int, out_features: int, bias: bool = True):
-    bound = 1 / math.sqrt(in_features)   # kaiming-uniform with a = sqrt(5) reduces to this bound (NN.INIT)
+    in_features, out_features = validate.size(in_features, "in_features"), validate.size(out_features, "out_features")
+    # kaiming-uniform with a = sqrt(5) reduces to this bound (NN.INIT); no inputs: nothing to draw
+    bound = 1 / math.sqrt(in_features) if in_features else 0.0
     self.weight = _uniform(out_features, in_features, bound=bound)
     self.bias = _uniform(out_features, bound=bound) if bias else None
 
@@ -137,6 +139,7 @@ class BatchNorm:
   batches seen (NN.BATCHNORM.running)."""
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
                momentum: float | None = 0.1):
+    sz = validate.size(sz, "sz")
     self.num_features, self.eps, self.track_running_stats, self.momentum = sz, eps, track_running_stats, momentum
     self.weight: Tensor | None = _filled(sz, value=1) if affine else None
     self.bias: Tensor | None = _filled(sz, value=0) if affine else None
@@ -192,7 +195,8 @@ class LayerNorm:
   """Normalise over the trailing len(normalized_shape) axes, then scale by weight and shift by bias (ones and zeros of
   normalized_shape) when elementwise_affine (NN.LAYERNORM)."""
   def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
-    self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    self.normalized_shape = validate.shape((normalized_shape,) if not isinstance(normalized_shape, (tuple, list))
+                                           else tuple(normalized_shape), "normalized_shape")
     self.axis = tuple(range(-len(self.normalized_shape), 0))
     self.eps, self.elementwise_affine = eps, elementwise_affine
     self.weight = _filled(*self.normalized_shape, value=1) if elementwise_affine else None
@@ -224,7 +228,8 @@ class GroupNorm:
   """Split the channels of (N, C, ...) into num_groups groups, normalise each group of each sample over its channels
   and spatial positions, then scale and shift per channel (NN.GROUPNORM)."""
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
-    if num_groups < 1 or num_channels % num_groups:
+    num_groups, num_channels = validate.positive(num_groups, "num_groups"), validate.size(num_channels, "num_channels")
+    if num_channels % num_groups:
       raise SpecValueError("NN.GROUPNORM", f"num_channels={num_channels} is not a multiple of num_groups={num_groups}")
     self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
     self.weight = _filled(num_channels, value=1) if affine else None
@@ -242,7 +247,7 @@ class InstanceNorm:
   and shift per channel (NN.INSTANCENORM): torch's InstanceNorm1d/2d/3d with track_running_stats=False, whose affine
   default (False) differs from this one's (True, as tinygrad's)."""
   def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
-    self.num_features, self.eps = num_features, eps
+    self.num_features, self.eps = validate.size(num_features, "num_features"), eps
     self.weight = _filled(num_features, value=1) if affine else None
     self.bias = _filled(num_features, value=0) if affine else None
 
@@ -257,7 +262,7 @@ class RMSNorm:
   """x / sqrt(mean(x^2) + eps) over the last axis, times weight (ones of dim) when elementwise_affine (NN.RMSNORM)."""
   def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
     self.eps = eps
-    self.weight = _filled(dim, value=1) if elementwise_affine else None
+    self.weight = _filled(validate.size(dim, "dim"), value=1) if elementwise_affine else None
 
   def __call__(self, x: Tensor) -> Tensor:
     if self.weight is not None and x.shape[-1:] != self.weight.shape:
@@ -270,9 +275,9 @@ class Embedding:
   """A lookup table: integer indices (...) -> rows of weight (vocab_size, embed_size), giving (..., embed_size)
   (NN.EMBEDDING). An index outside [0, vocab_size) gives a row of zeros (torch raises)."""
   def __init__(self, vocab_size: int, embed_size: int):
-    self.vocab_size, self.embed_size = vocab_size, embed_size
+    self.vocab_size, self.embed_size = validate.size(vocab_size, "vocab_size"), validate.size(embed_size, "embed_size")
     # tinygrad's glorot-uniform (torch draws from N(0, 1))
-    self.weight = _uniform(vocab_size, embed_size, bound=math.sqrt(6 / (vocab_size + embed_size)))
+    self.weight = _uniform(vocab_size, embed_size, bound=math.sqrt(6 / max(vocab_size + embed_size, 1)))
 
   def __call__(self, idx: Tensor) -> Tensor:
     if not isinstance(idx, Tensor) or not dtypes.is_int(idx.dtype):
@@ -289,8 +294,9 @@ class LSTMCell:
   (N, hidden_size) (zeros when None), give the new (h, c). weight_ih (4*hidden, input_size), weight_hh
   (4*hidden, hidden) and the biases bias_ih, bias_hh (4*hidden,) stack the gates in torch's order i, f, g, o."""
   def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
-    self.input_size, self.hidden_size = input_size, hidden_size
-    bound = 1 / math.sqrt(hidden_size)   # torch's init for every weight and bias of the cell (NN.INIT)
+    self.input_size = validate.size(input_size, "input_size")
+    self.hidden_size = hidden_size = validate.size(hidden_size, "hidden_size")
+    bound = 1 / math.sqrt(hidden_size) if hidden_size else 0.0   # torch's init for the cell's weights (NN.INIT)
     self.weight_ih = _uniform(4 * hidden_size, input_size, bound=bound)
     self.weight_hh = _uniform(4 * hidden_size, hidden_size, bound=bound)
     self.bias_ih = _uniform(4 * hidden_size, bound=bound) if bias else None

@@ -91,7 +91,7 @@ class Tensor(metaclass=_TensorType):
 
   def __init__(self, data, device: str | None = None, dtype: DTypeLike | None = None,
                requires_grad: bool | None = None):
-    device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+    device = validate.device(device) if device is not None else Device.DEFAULT
     dtype = to_dtype(dtype) if dtype is not None else None
     if isinstance(data, UOp):
       # GRAD.NOGRAD: a result computed under no_grad is a constant to backward(), even if a source requires gradients
@@ -326,7 +326,7 @@ class Tensor(metaclass=_TensorType):
     """This tensor's values on `device` (None: Device.DEFAULT), lazily (UOP.COPY.to): self when it is already there,
     else a new tensor whose graph is COPY(self, DEVICE), which realize runs as a copy step (EXEC.SCHED.copy). It is
     differentiable: the cotangent goes back to this tensor's device (GRAD.COPY)."""
-    device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+    device = validate.device(device) if device is not None else Device.DEFAULT
     if device == self.device: return self
     return Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=device))))
 

@@ -27,7 +27,7 @@ class CreationOps:
     shape = _shape_arg((shape,) if not isinstance(shape, (tuple, list)) else shape)
     dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
     if isinstance(fill_value, int) and not dtypes.is_float(dtype): validate.python_int(fill_value, "fill_value")
-    device = Device.canonicalize(device) if device else Device.DEFAULT
+    device = validate.device(device) if device else Device.DEFAULT
     out = Tensor(UOp.const(dtype, fill_value, device)).reshape((1,) * len(shape)).expand(shape)
     if requires_grad is not None: out.requires_grad = requires_grad
     return out
@@ -65,7 +65,7 @@ class CreationOps:
     under the sanitizer."""
     shape = _shape_arg(shape)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-    device = Device.canonicalize(device) if device else Device.DEFAULT
+    device = validate.device(device) if device else Device.DEFAULT
     node = new_buffer(dt, math.prod(shape), device)
     buffers[node] = Device[device].alloc(math.prod(shape), dt)
     return Tensor(node if shape == (math.prod(shape),) else UOp(Ops.RESHAPE, dt, (node,), shape))

@@ -121,3 +121,21 @@ def kind(ok: bool, clause: str, message: str) -> None:
 def index(ok: bool, clause: str, message: str) -> None:
   """An index or axis out of range (IndexError, API.ERRORS)."""
   if not ok: raise SpecIndexError(clause, message)
+
+
+_KNOWN_DEVICES: set[str] = set()
+
+
+def device(name: Any) -> str:
+  """A device name, canonical ('cpu' -> 'CPU', 'CL:0' -> 'CL'), whose base is a registered device (DEV.REGISTRY):
+  an unknown name is a ValueError when the tensor is made, not when it is first realized."""
+  from refimpl.device import Device
+  if not isinstance(name, str): raise SpecTypeError("DEV.REGISTRY", f"device={name!r} must be a str")
+  canon = Device.canonicalize(name)
+  base = canon.partition(":")[0]
+  if base not in _KNOWN_DEVICES:
+    _KNOWN_DEVICES.update(Device.names())
+    if base not in _KNOWN_DEVICES:
+      raise SpecValueError("DEV.REGISTRY", f"device={name!r}: no device named {base!r}; registered: "
+                           f"{sorted(_KNOWN_DEVICES)}")
+  return canon
