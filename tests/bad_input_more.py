@@ -250,8 +250,14 @@ OTHER = [
   Bad("device-unknown-arange", lambda d: Tensor.arange(3, device="GPU9"), V, "DEV.REGISTRY"),
   Bad("device-not-str", lambda d: Tensor.ones(2, device=3), TE, "DEV.REGISTRY"),
   Bad("context-float-knob", _context_float, S, "API.CONTEXT"),
-  Bad("backward-non-scalar", lambda d: o(d, 2).requires_grad_().mul(2).backward(), S, "GRAD.SCALAR"),
-  Bad("requires_grad-int", lambda d: t(d, [1]).requires_grad_(), S, "GRAD.DTYPE"),
+  Bad("backward-non-scalar", lambda d: o(d, 2).requires_grad_().mul(2).backward(), R, "GRAD.SCALAR"),
+  Bad("backward-gradient-shape", lambda d: o(d, 2).requires_grad_().mul(2).backward(o(d, 3)), R, "GRAD.SCALAR"),
+  Bad("backward-no-leaf", lambda d: o(d, 1).mul(2).sum().backward(), R, "GRAD.NOGRAD"),
+  Bad("requires_grad-int", lambda d: t(d, [1]).requires_grad_(), TE, "GRAD.DTYPE"),
+  Bad("assign-shape", lambda d: o(d, 2).contiguous().realize().assign(o(d, 3)), R, "EXEC.SCHED.assign"),
+  Bad("assign-dtype", lambda d: o(d, 2).contiguous().realize().assign(o(d, 2).half()), R, "EXEC.SCHED.assign"),
+  Bad("tensor-complex-numpy", lambda d: Tensor(__import__("numpy").ones(2, dtype="complex64"), device=d), TE,
+      "DT.SCALARS"),
 ]
 
 

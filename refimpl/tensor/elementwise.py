@@ -247,12 +247,7 @@ class ElementwiseOps:
   def pow(self, x, reverse: bool = False) -> Tensor:
     """self ** x with the POW op (OP.POW): an int tensor to an int power stays int (negative powers follow
     OP.POW.negative-exponent where torch raises); a float operand makes it float. bool ** bool is a | ~b."""
-    if not reverse and dtypes.is_int(self.dtype) and not isinstance(x, Tensor) and \
-       isinstance(py := py_scalar(x), int) and not isinstance(py, bool) and py < 0:
-      # TENSOR.POW.int-negative: torch refuses an int tensor to a negative Python int power (its values are known
-      # here, unlike a tensor exponent's, which OP.POW.negative-exponent defines)
-      raise validate.SpecValueError("TENSOR.POW.int-negative", f"an integer tensor ({self.dtype!r}) to the negative "
-                                    f"power {py}: cast it to a float first")
+    if not reverse and dtypes.is_int(self.dtype) and not isinstance(x, Tensor): validate.int_exponent(self.dtype, x)
     a, b = self._broadcasted(x, reverse)
     if a.dtype == dtypes.bool: return a | b.logical_not()
     return a._alu(Ops.POW, b)

@@ -19,6 +19,14 @@ CONTIGUOUS_BACKWARD = "contiguous_backward"
 
 
 class FactOps:
+  def __bool__(self) -> bool:
+    """The truth value of a one-element tensor (realizes it); any other is ambiguous (API.ARGS.bool, torch's rule:
+    `if t:` on a tensor of several elements is a RuntimeError, not the truth of its length)."""
+    if self.numel() != 1:
+      raise SpecRuntimeError("API.ARGS.bool", f"the truth value of a tensor of shape {self.shape} is ambiguous: use "
+                             ".any() or .all()")
+    return bool(self.item())
+
   # ---- sizes (TENSOR.SIZE, TENSOR.NBYTES, TENSOR.MAX_SHAPE) ----
   def size(self, dim: int | None = None):
     """The shape, or the size of axis `dim` (negative counts from the end) (TENSOR.SIZE)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Sequence
 
+from refimpl.dtype import py_scalar
 from refimpl.helpers import SpecIndexError, SpecOverflowError, SpecRuntimeError, SpecTypeError, SpecValueError
 
 # API.ARGS.int-range: the Python ints some integer dtype holds (int64's minimum to uint64's maximum)
@@ -139,3 +140,12 @@ def device(name: Any) -> str:
       raise SpecValueError("DEV.REGISTRY", f"device={name!r}: no device named {base!r}; registered: "
                            f"{sorted(_KNOWN_DEVICES)}")
   return canon
+
+
+def int_exponent(dtype: Any, x: Any) -> None:
+  """An integer tensor's Python exponent is not a negative int (TENSOR.POW.int-negative, torch's refusal: the values
+  are known here, unlike a tensor exponent's, which OP.POW.negative-exponent defines)."""
+  py = py_scalar(x)
+  if isinstance(py, int) and not isinstance(py, bool) and py < 0:
+    raise SpecValueError("TENSOR.POW.int-negative", f"an integer tensor ({dtype!r}) to the negative power {py}: cast "
+                         "it to a float first")
