@@ -23,6 +23,11 @@ DESCRIPTIVE: dict[str, str] = {
   "ACC.MEASURE.scale": _CHECKER + " (S, computed with torch autograd by conformance/properties.py)",
   "ACC.RANGE": "the input domains the suite draws from (Domain.limit and Op.grad_domain in conformance/catalogue): a "
                "rule of the sampling, applied by every property test",
+  "TENSOR.POW.int-negative": "a refusal of an argument (API.ERRORS): the adapter interface compares values, not "
+                             "errors; tests/test_bad_input.py checks the class and clause on PYTHON and CPU",
+  "TENSOR.GETITEM.range": "out-of-range tensor indices: torch, the catalogue's reference for getitem, raises there, "
+                          "so the catalogue draws indices in range; tests/test_bad_input.py checks the default (0) "
+                          "and the checked mode (CHECK_INDEX=1, API.INDEX.checked) on PYTHON and CPU",
   "TENSOR.MODEL": "what a Tensor-level clause says: a rule of how spec/tensor*.md is written",
   "TENSOR.ORACLE": "how the suite checks a Tensor-level op: a rule of the catalogue (conformance/catalogue), applied "
                    "by every Tensor op's entry",

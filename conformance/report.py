@@ -257,10 +257,16 @@ def merge_runs(reports: list[dict[str, Any]], names: list[str] | None = None) ->
           "results": results, "clauses": {c: dict(sorted(v.items())) for c, v in sorted(clauses.items())}}
 
 
+def _read_report(path: Path) -> Any:
+  """One run's conformance.json; a file that is not JSON is a ValueError naming it (CONF.REPORT.merge)."""
+  try: return json.loads(path.read_text())
+  except json.JSONDecodeError as e: raise ValueError(f"{path}: not valid JSON ({e})") from None
+
+
 def write_merged(dirs: list[str | Path], out: str | Path) -> dict[str, Any]:
   """Read DIR/conformance.json of each run directory, write the merged OUT/conformance.json and OUT/coverage.md, and
   return the merged report."""
-  merged = merge_runs([json.loads((Path(d) / "conformance.json").read_text()) for d in dirs], [str(d) for d in dirs])
+  merged = merge_runs([_read_report(Path(d) / "conformance.json") for d in dirs], [str(d) for d in dirs])
   out = Path(out)
   out.mkdir(parents=True, exist_ok=True)
   (out / "conformance.json").write_text(json.dumps(merged, indent=1))

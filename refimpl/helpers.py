@@ -14,8 +14,34 @@ class SpecError(Exception):
   """A violation of the spec: bad input, an ill-typed graph, an unsupported dtype. `clause` is the ID of the
   clause that was broken (e.g. 'UOP.ADD' or 'DT.PROMOTE'); the message starts with it."""
   def __init__(self, clause: str, message: str):
-    self.clause = clause
+    self.clause, self.message = clause, message
     super().__init__(f"{clause}: {message}")
+
+  def __reduce__(self):   # pickled (multiprocessing, xdist) as its two arguments, not as the formatted message
+    return type(self), (self.clause, self.message)
+
+
+# API.ERRORS: a refusal of a user's argument is a SpecError and also the builtin class that torch and tinygrad raise for
+# the same fault, so that code written for them (`except IndexError:`) catches it. spec/api_errors.md has the table.
+class SpecIndexError(SpecError, IndexError):
+  """An axis or an index out of range, an empty reduction without identity (API.ERRORS)."""
+
+
+class SpecValueError(SpecError, ValueError):
+  """A bad value or shape of an argument: a negative size, a zero step or stride, a repeated axis (API.ERRORS)."""
+
+
+class SpecTypeError(SpecError, TypeError):
+  """An argument of the wrong type: a float size, a float index tensor (API.ERRORS)."""
+
+
+class SpecRuntimeError(SpecError, RuntimeError):
+  """Operands that do not fit together (shapes that do not broadcast, matmul sizes), the truth value of a tensor of
+  several elements (API.ERRORS)."""
+
+
+class SpecOverflowError(SpecError, OverflowError, ValueError):
+  """A Python number that fits no dtype it must become (an int beyond 64 bits) (API.ERRORS)."""
 
 
 # ---- the environment knobs (DEV.KNOBS, spec/backends.md): each with its type and range, and the one validated

@@ -160,6 +160,11 @@ def load_adapter(spec: str, backend: str) -> Adapter:
   """The adapter named by 'module:Class' (as `--impl` gives it), made for `backend`."""
   module, _, cls = spec.partition(":")
   if not cls: raise ValueError(f"--impl wants module:Class, got {spec!r}")
-  adapter = getattr(importlib.import_module(module), cls)(backend)
+  found = getattr(importlib.import_module(module), cls, None)
+  if found is None: raise ValueError(f"--impl {spec}: module {module} has no {cls}")
+  # checked before it is called: a class that is no adapter may not even take a backend name
+  if not (isinstance(found, type) and issubclass(found, Adapter)):
+    raise TypeError(f"--impl {spec} is not a conformance.adapters.Adapter subclass")
+  adapter = found(backend)
   if not isinstance(adapter, Adapter): raise TypeError(f"{spec} is not a conformance.adapters.Adapter")
   return adapter

@@ -37,6 +37,7 @@ EXEMPT: dict[str, str] = {
   "device": "metadata: where the data lives", "ndim": "metadata: the number of axes",
   "numel": "metadata: the number of elements",
   "__len__": "metadata (the size of axis 0)",
+  "__bool__": "reads one value back, as item does; refusals are tests/test_bad_input.py's (API.ARGS.bool)",
   "empty": "contents unspecified by definition (DEV.ALLOC): nothing to compare",
   "empty_like": "contents unspecified by definition (DEV.ALLOC): nothing to compare",
   "to": "moves values between devices (UOP.COPY.to), not an op on them; conformance/tests/test_clauses_autograd.py "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from refimpl.device import Device
 from refimpl.dtype import DType, dtypes, least_upper_dtype
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecRuntimeError, SpecValueError
 from refimpl.tensor import Tensor
 
 __all__ = ["Optimizer", "OptimizerGroup", "SGD", "LARS", "Muon", "LAMB", "Adam", "AdamW"]
@@ -27,14 +27,16 @@ class Optimizer:
       if t.requires_grad is None and dtypes.is_float(t.dtype): t.requires_grad = True
     self.params: list[Tensor] = _dedup([t for t in params if t.requires_grad])
     self.buffers: list[Tensor] = _dedup([t for t in params if not t.requires_grad])
-    if not self.params: raise SpecError("OPTIM.PARAMS", "an optimizer needs at least one tensor that requires grad")
+    if not self.params: raise SpecValueError("OPTIM.PARAMS",
+                                             "an optimizer needs at least one tensor that requires grad")
     self.device = Device.canonicalize(device) if device is not None else self.params[0].device   # OPTIM.DEVICE
     self.fused = bool(fused)   # OPTIM.FUSED: recorded; the update is computed per parameter either way
     if isinstance(lr, Tensor):
-      if lr.numel() != 1: raise SpecError("OPTIM.LR", f"a tensor learning rate has one element, not shape {lr.shape}")
+      if lr.numel() != 1: raise SpecValueError("OPTIM.LR",
+                                               f"a tensor learning rate has one element, not shape {lr.shape}")
       self.lr = lr
     else:
-      if not lr >= 0: raise SpecError("OPTIM.LR", f"the learning rate must be >= 0, got {lr}")
+      if not lr >= 0: raise SpecValueError("OPTIM.LR", f"the learning rate must be >= 0, got {lr}")
       self.lr = Tensor([lr], device=self.device, dtype=dtypes.float32, requires_grad=False)
     self._state: list[Tensor] = []
     Tensor.realize(*self.params, *self.buffers)   # so that assign writes into their own buffers (EXEC.SCHED.target)
@@ -62,7 +64,7 @@ class Optimizer:
     missing = [i for i, t in enumerate(self.params) if t.grad is None]
     if missing:
       i = missing[0]
-      raise SpecError("OPTIM.STEP", f"parameter {i} (shape {self.params[i].shape}) has no .grad, nor do "
+      raise SpecRuntimeError("OPTIM.STEP", f"parameter {i} (shape {self.params[i].shape}) has no .grad, nor do "
                       f"{len(missing) - 1} more: call backward() on a loss that depends on every parameter first")
     with Tensor.no_grad:   # OPTIM.STEP: the update is no part of any gradient graph (GRAD.NOGRAD)
       # OPTIM.DEVICE: parameters and gradients are read on the optimizer's device, new values go back to theirs
@@ -107,10 +109,10 @@ class LARS(Optimizer):
                weight_decay: float = 1e-4, ns_steps: int = 0, ns_coefficients: tuple[float, ...] | None = None,
                nesterov: bool = False, classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001,
                device: str | None = None, fused: bool = False):
-    if not momentum >= 0: raise SpecError("OPTIM.LARS", f"momentum must be >= 0, got {momentum}")
+    if not momentum >= 0: raise SpecValueError("OPTIM.LARS", f"momentum must be >= 0, got {momentum}")
     super().__init__(params, lr, device, fused)
     if ns_coefficients and any(t.ndim == 0 for t in self.params):
-      raise SpecError("OPTIM.MUON", "Newton-Schulz needs parameters of at least one dimension, got a 0-d one")
+      raise SpecValueError("OPTIM.MUON", "Newton-Schulz needs parameters of at least one dimension, got a 0-d one")
     self.momentum, self.wd, self.ns_steps, self.ns_coefficients = momentum, weight_decay, ns_steps, ns_coefficients
     self.nesterov, self.classic, self.pre_wd, self.tcoef = nesterov, classic, pre_wd, tcoef
     self.b = [self._new_state(t) for t in self.params] if momentum else []
@@ -152,7 +154,8 @@ def Muon(params: list[Tensor], lr: float | Tensor = 0.001, momentum: float = 0.9
   """Muon (OPTIM.MUON): SGD momentum (Nesterov by default) whose update is orthogonalized by `ns_steps` Newton-Schulz
   iterations (Tensor.newton_schulz) per parameter, with weight decay added after the momentum. `fused=True` is
   refused, as in tinygrad: the iteration acts on each parameter's matrix, not on all parameters joined."""
-  if fused: raise SpecError("OPTIM.MUON", "fused=True is not allowed: Newton-Schulz acts on each parameter's matrix")
+  if fused: raise SpecValueError("OPTIM.MUON",
+                                 "fused=True is not allowed: Newton-Schulz acts on each parameter's matrix")
   return LARS(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False, pre_wd=False,
               tcoef=0.0, device=device, fused=fused)
 
@@ -165,7 +168,7 @@ class LAMB(Optimizer):
   def __init__(self, params: list[Tensor], lr: float | Tensor = 0.001, b1: float = 0.9, b2: float = 0.999,
                eps: float = 1e-6, weight_decay: float = 0.0, adam: bool = False, l2: float = 0.0,
                device: str | None = None, fused: bool = False):
-    if not weight_decay >= 0: raise SpecError("OPTIM.LAMB", f"weight_decay must be >= 0, got {weight_decay}")
+    if not weight_decay >= 0: raise SpecValueError("OPTIM.LAMB", f"weight_decay must be >= 0, got {weight_decay}")
     super().__init__(params, lr, device, fused)
     self.b1, self.b2, self.eps, self.wd, self.adam, self.l2 = b1, b2, eps, weight_decay, adam, l2
     # OPTIM.ADAM.bias: the bias corrections 1 - b1^t and 1 - b2^t, kept as state like the moments

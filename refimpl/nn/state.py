@@ -27,7 +27,7 @@ from refimpl.device import Buffer, Device
 from refimpl.dtype import DType, dtypes
 from refimpl.engine.realize import buffer_for
 from refimpl.engine.schedule import new_buffer
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecError, SpecRuntimeError, SpecTypeError, SpecValueError
 from refimpl.nn.torch_load import torch_load_bytes
 from refimpl.tensor import Tensor
 from refimpl.uop import Ops
@@ -125,7 +125,7 @@ def _checked_values(targets: dict[str, Tensor], state_dict: dict, strict: bool) 
     values[name] = value
   if problems:
     clause = "STATE.LOAD.strict" if strict and (missing or unexpected) else "STATE.LOAD.match"
-    raise SpecError(clause, "load_state_dict failed, nothing was loaded:\n  " + "\n  ".join(problems))
+    raise SpecRuntimeError(clause, "load_state_dict failed, nothing was loaded:\n  " + "\n  ".join(problems))
   return values
 
 
@@ -201,10 +201,10 @@ def safe_save(tensors: dict[str, Tensor], fn, metadata: dict[str, str] | None = 
   offset = 0
   for name, t in tensors.items():
     if not isinstance(name, str) or name == "__metadata__":
-      raise SpecError("STATE.SAFETENSORS.save", f"tensor names are strings other than '__metadata__', got {name!r}")
-    if not isinstance(t, Tensor): raise SpecError("STATE.SAFETENSORS.save", f"{name!r} is a {type(t).__name__}")
+      raise SpecTypeError("STATE.SAFETENSORS.save", f"tensor names are strings other than '__metadata__', got {name!r}")
+    if not isinstance(t, Tensor): raise SpecTypeError("STATE.SAFETENSORS.save", f"{name!r} is a {type(t).__name__}")
     if t.dtype not in inverse_safe_dtypes:
-      raise SpecError("STATE.SAFETENSORS.dtype", f"{name!r} has dtype {t.dtype!r}, which safetensors cannot hold")
+      raise SpecTypeError("STATE.SAFETENSORS.dtype", f"{name!r} has dtype {t.dtype!r}, which safetensors cannot hold")
     size = t.numel() * t.dtype.itemsize
     header[name] = {"dtype": inverse_safe_dtypes[t.dtype], "shape": list(t.shape),
                     "data_offsets": [offset, offset + size]}
@@ -220,7 +220,7 @@ def safe_save(tensors: dict[str, Tensor], fn, metadata: dict[str, str] | None = 
 
 def _check_metadata(metadata) -> None:
   if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-    raise SpecError("STATE.SAFETENSORS.metadata", f"metadata must map strings to strings, got {metadata!r}")
+    raise SpecTypeError("STATE.SAFETENSORS.metadata", f"metadata must map strings to strings, got {metadata!r}")
 
 
 # ---- safetensors: reading ----
@@ -245,7 +245,7 @@ def safe_load(fn) -> dict[str, Tensor]:
     dtype, (begin, end) = safe_dtypes[entry["dtype"]], entry["data_offsets"]
     data = raw[start + begin:start + end]   # a memoryview slice: no copy until the device's copyin
     if dtype == dtypes.bool and np.frombuffer(data, np.uint8).max(initial=0) > 1:
-      raise SpecError("STATE.SAFETENSORS.data", f"BOOL tensor {name!r} holds a byte other than 0 or 1")
+      raise SpecValueError("STATE.SAFETENSORS.data", f"BOOL tensor {name!r} holds a byte other than 0 or 1")
     out[name] = _from_bytes(_swap_to(data, dtype), dtype, tuple(entry["shape"]))
   return out
 
@@ -254,7 +254,7 @@ def _file_bytes(path_or_bytes) -> memoryview:
   if isinstance(path_or_bytes, (bytes, bytearray, memoryview)): return memoryview(path_or_bytes).cast("B")
   if isinstance(path_or_bytes, Tensor):
     if path_or_bytes.dtype != dtypes.uint8 or path_or_bytes.ndim != 1:
-      raise SpecError("STATE.SAFETENSORS.load", f"a file given as a Tensor must be 1-d uint8, not "
+      raise SpecTypeError("STATE.SAFETENSORS.load", f"a file given as a Tensor must be 1-d uint8, not "
                       f"{path_or_bytes.shape} {path_or_bytes.dtype!r}")
     return memoryview(_tensor_bytes(path_or_bytes))
   with open(os.fspath(path_or_bytes), "rb") as f: return memoryview(f.read())
@@ -263,10 +263,11 @@ def _file_bytes(path_or_bytes) -> memoryview:
 def _parse(raw: memoryview) -> tuple[int, dict]:
   """Check a whole safetensors file's header against spec/state.md; (start of the data area, header)."""
   if len(raw) < 8:
-    raise SpecError("STATE.SAFETENSORS.layout", f"the file has {len(raw)} bytes, fewer than the 8 of the header length")
+    raise SpecValueError("STATE.SAFETENSORS.layout",
+                         f"the file has {len(raw)} bytes, fewer than the 8 of the header length")
   n = int.from_bytes(raw[:8], "little")
   if n > len(raw) - 8:
-    raise SpecError("STATE.SAFETENSORS.layout", f"the header length {n} runs past the end of the file "
+    raise SpecValueError("STATE.SAFETENSORS.layout", f"the header length {n} runs past the end of the file "
                     f"({len(raw)} bytes): not a safetensors file, or a truncated one")
   header = _parse_json(bytes(raw[8:8 + n]))
   data_len = len(raw) - 8 - n
@@ -278,10 +279,10 @@ def _parse(raw: memoryview) -> tuple[int, dict]:
   for begin, end, name in sorted(ranges):   # STATE.SAFETENSORS.offsets: the ranges tile the data area exactly
     if begin != cursor:
       what = "overlaps the tensor before it" if begin < cursor else f"leaves a gap of {begin - cursor} bytes before it"
-      raise SpecError("STATE.SAFETENSORS.offsets", f"tensor {name!r} at bytes [{begin}, {end}) {what}")
+      raise SpecValueError("STATE.SAFETENSORS.offsets", f"tensor {name!r} at bytes [{begin}, {end}) {what}")
     cursor = end
   if cursor != data_len:
-    raise SpecError("STATE.SAFETENSORS.offsets", f"{data_len - cursor} bytes after the last tensor's data")
+    raise SpecValueError("STATE.SAFETENSORS.offsets", f"{data_len - cursor} bytes after the last tensor's data")
   return 8 + n, header
 
 
@@ -289,38 +290,40 @@ def _parse_json(text: bytes) -> dict:
   def no_duplicates(pairs):
     keys = [k for k, _ in pairs]
     if len(set(keys)) != len(keys):
-      raise SpecError("STATE.SAFETENSORS.header", f"duplicate keys {sorted({k for k in keys if keys.count(k) > 1})}")
+      raise SpecValueError("STATE.SAFETENSORS.header",
+                           f"duplicate keys {sorted({k for k in keys if keys.count(k) > 1})}")
     return dict(pairs)
   try:
     if not text.startswith(b"{"): raise ValueError("it does not start with '{'")
     header = json.loads(text.decode("utf-8"), object_pairs_hook=no_duplicates)
   except SpecError: raise
   except ValueError as e:   # UnicodeDecodeError and json.JSONDecodeError are both ValueErrors
-    raise SpecError("STATE.SAFETENSORS.header", f"the header is not a JSON object: {e}") from None
-  if not isinstance(header, dict): raise SpecError("STATE.SAFETENSORS.header", "the header is not a JSON object")
+    raise SpecValueError("STATE.SAFETENSORS.header", f"the header is not a JSON object: {e}") from None
+  if not isinstance(header, dict): raise SpecValueError("STATE.SAFETENSORS.header", "the header is not a JSON object")
   return header
 
 
 def _check_entry(name: str, entry, data_len: int) -> tuple[int, int]:
   """Check one tensor's header entry (STATE.SAFETENSORS.header/dtype/shape); its (begin, end) byte range."""
   if not isinstance(entry, dict) or set(entry) != _ENTRY_FIELDS:
-    raise SpecError("STATE.SAFETENSORS.header", f"tensor {name!r} must have exactly the fields dtype, shape and "
+    raise SpecValueError("STATE.SAFETENSORS.header", f"tensor {name!r} must have exactly the fields dtype, shape and "
                     f"data_offsets, got {entry!r}")
   code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
   if code not in safe_dtypes:
-    raise SpecError("STATE.SAFETENSORS.dtype", f"tensor {name!r} has dtype {code!r}; known: {sorted(safe_dtypes)}")
+    raise SpecValueError("STATE.SAFETENSORS.dtype", f"tensor {name!r} has dtype {code!r}; known: {sorted(safe_dtypes)}")
   if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-    raise SpecError("STATE.SAFETENSORS.header", f"tensor {name!r} has shape {shape!r}, not a list of integers >= 0")
+    raise SpecValueError("STATE.SAFETENSORS.header",
+                         f"tensor {name!r} has shape {shape!r}, not a list of integers >= 0")
   if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
           and 0 <= offsets[0] <= offsets[1]):
-    raise SpecError("STATE.SAFETENSORS.header", f"tensor {name!r} has data_offsets {offsets!r}, not [begin, end] "
+    raise SpecValueError("STATE.SAFETENSORS.header", f"tensor {name!r} has data_offsets {offsets!r}, not [begin, end] "
                     "with 0 <= begin <= end")
   begin, end = offsets
   if end > data_len:
-    raise SpecError("STATE.SAFETENSORS.offsets", f"tensor {name!r} at bytes [{begin}, {end}) runs past the end of "
+    raise SpecValueError("STATE.SAFETENSORS.offsets", f"tensor {name!r} at bytes [{begin}, {end}) runs past the end of "
                     f"the data area ({data_len} bytes)")
   if end - begin != math.prod(shape) * safe_dtypes[code].itemsize:
-    raise SpecError("STATE.SAFETENSORS.shape", f"tensor {name!r} of shape {shape} and dtype {code} needs "
+    raise SpecValueError("STATE.SAFETENSORS.shape", f"tensor {name!r} of shape {shape} and dtype {code} needs "
                     f"{math.prod(shape) * safe_dtypes[code].itemsize} bytes, its data_offsets give {end - begin}")
   return begin, end
 
@@ -333,7 +336,7 @@ class TensorIO(io.RawIOBase):
 
   def __init__(self, t: Tensor):
     if not isinstance(t, Tensor) or t.ndim != 1 or t.dtype != dtypes.uint8:
-      raise SpecError("STATE.IO", f"TensorIO needs a 1-d uint8 Tensor, got {getattr(t, 'shape', t)!r} "
+      raise SpecTypeError("STATE.IO", f"TensorIO needs a 1-d uint8 Tensor, got {getattr(t, 'shape', t)!r} "
                       f"{getattr(t, 'dtype', '')!r}")
     super().__init__()
     self._tensor, self._position, self._data = t, 0, None
@@ -380,7 +383,7 @@ def tar_extract(t: Tensor) -> dict[str, Tensor]:
   try:
     with tarfile.open(fileobj=TensorIO(t), mode="r") as tar:
       return {m.name: t[m.offset_data:m.offset_data + m.size] for m in tar if m.isreg()}
-  except tarfile.TarError as e: raise SpecError("STATE.ARCHIVE.tar", f"not a readable tar archive: {e}") from None
+  except tarfile.TarError as e: raise SpecValueError("STATE.ARCHIVE.tar", f"not a readable tar archive: {e}") from None
 
 
 @accept_filename
@@ -389,7 +392,7 @@ def zip_extract(t: Tensor) -> dict[str, Tensor]:
   decompressed bytes for a deflated one; other compressions are refused (STATE.ARCHIVE.zip)."""
   raw = TensorIO(t)
   try: archive = zipfile.ZipFile(raw, "r")
-  except zipfile.BadZipFile as e: raise SpecError("STATE.ARCHIVE.zip", f"not a zip archive: {e}") from None
+  except zipfile.BadZipFile as e: raise SpecValueError("STATE.ARCHIVE.zip", f"not a zip archive: {e}") from None
   data, files = raw._bytes(), {}
   with archive:
     for info in archive.infolist():
@@ -403,7 +406,7 @@ def zip_extract(t: Tensor) -> dict[str, Tensor]:
       elif info.compress_type == zipfile.ZIP_DEFLATED:
         out = zlib.decompress(data[start:start + info.compress_size], -15)
         files[info.filename] = _from_bytes(out, dtypes.uint8, (len(out),))
-      else: raise SpecError("STATE.ARCHIVE.zip", f"{info.filename}: compression {info.compress_type} is not read")
+      else: raise SpecValueError("STATE.ARCHIVE.zip", f"{info.filename}: compression {info.compress_type} is not read")
   return files
 
 

@@ -14,7 +14,7 @@ import zipfile
 import numpy as np
 
 from refimpl.dtype import DType, dtypes
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecValueError
 
 # STATE.TORCH.dtype: torch's storage classes in the pickle, by name
 TORCH_STORAGES: dict[str, DType] = {
@@ -39,7 +39,8 @@ class _Pending:
 
 
 def _rebuild_tensor(storage, storage_offset, size, stride, *_ignored):
-  if not isinstance(storage, _Storage): raise SpecError("STATE.TORCH.pickle", "a tensor whose storage is not a storage")
+  if not isinstance(storage, _Storage): raise SpecValueError("STATE.TORCH.pickle",
+                                                             "a tensor whose storage is not a storage")
   return _Pending(storage, storage_offset, size, stride)
 
 
@@ -63,13 +64,13 @@ class _TorchUnpickler(pickle.Unpickler):
   def find_class(self, module: str, name: str):
     if module == "torch" and name in TORCH_STORAGES: return TORCH_STORAGES[name]
     if (module, name) in _GLOBALS: return _GLOBALS[(module, name)]
-    raise SpecError("STATE.TORCH.pickle", f"the pickle names {module}.{name}, which torch_load does not build "
+    raise SpecValueError("STATE.TORCH.pickle", f"the pickle names {module}.{name}, which torch_load does not build "
                     "(only state dicts of tensors: dicts, lists, tuples, numbers, strings, tensors)")
 
   def persistent_load(self, pid):
     # ('storage', storage class, key, location, element count[, view metadata of very old files])
     if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage" and isinstance(pid[1], DType)):
-      raise SpecError("STATE.TORCH.pickle", f"unknown persistent id {pid!r}")
+      raise SpecValueError("STATE.TORCH.pickle", f"unknown persistent id {pid!r}")
     key = str(pid[2])
     if key not in self.storages: self.storages[key] = _Storage(pid[1], key, int(pid[4]))
     return self.storages[key]
@@ -83,21 +84,21 @@ def torch_load_bytes(raw: bytes | memoryview) -> dict:
     with zipfile.ZipFile(io.BytesIO(raw)) as z:
       names = z.namelist()
       pkl = next((n for n in names if n.endswith("/data.pkl") or n == "data.pkl"), None)
-      if pkl is None: raise SpecError("STATE.TORCH.zip", "the zip archive has no data.pkl: not a torch.save file")
+      if pkl is None: raise SpecValueError("STATE.TORCH.zip", "the zip archive has no data.pkl: not a torch.save file")
       base = pkl[:-len("data.pkl")]
       if f"{base}byteorder" in names and z.read(f"{base}byteorder").strip() not in (b"little", b""):
-        raise SpecError("STATE.TORCH.zip", "only little-endian files are read")
+        raise SpecValueError("STATE.TORCH.zip", "only little-endian files are read")
       obj = _TorchUnpickler(io.BytesIO(z.read(pkl)), storages).load()
       for key, s in storages.items():
         name = f"{base}data/{key}"
-        if name not in names: raise SpecError("STATE.TORCH.zip", f"storage {key} has no file {name}")
+        if name not in names: raise SpecValueError("STATE.TORCH.zip", f"storage {key} has no file {name}")
         _fill(s, z.read(name))
   else:   # STATE.TORCH.legacy: magic, protocol, sys info, the object, the storage keys, then each storage
     f = io.BytesIO(raw)
     try: magic = pickle.load(f)
     except Exception: magic = None
     if magic != LEGACY_MAGIC:
-      raise SpecError("STATE.TORCH.format", "neither a zip archive nor torch's legacy format (wrong magic number)")
+      raise SpecValueError("STATE.TORCH.format", "neither a zip archive nor torch's legacy format (wrong magic number)")
     pickle.load(f), pickle.load(f)   # protocol version, sys info: plain values
     obj = _TorchUnpickler(f, storages).load()
     keys = pickle.load(f)
@@ -110,7 +111,8 @@ def torch_load_bytes(raw: bytes | memoryview) -> dict:
 
 def _fill(s: _Storage, data: bytes) -> None:
   if len(data) < s.numel * s.dtype.itemsize:
-    raise SpecError("STATE.TORCH.view", f"storage {s.key} holds {len(data)} bytes, fewer than its {s.numel} elements")
+    raise SpecValueError("STATE.TORCH.view",
+                         f"storage {s.key} holds {len(data)} bytes, fewer than its {s.numel} elements")
   s.data = np.frombuffer(data, _UINT[s.dtype.itemsize], s.numel)
 
 
@@ -126,14 +128,14 @@ def _tensor(p: _Pending):
   """STATE.TORCH.view: the elements at offset + sum(index * stride) of the storage, in row-major order."""
   from refimpl.nn.state import _from_bytes
   s = p.storage
-  if s.data is None: raise SpecError("STATE.TORCH.view", f"storage {s.key} is named but never stored")
+  if s.data is None: raise SpecValueError("STATE.TORCH.view", f"storage {s.key} is named but never stored")
   if len(p.size) != len(p.stride) or p.offset < 0 or any(n < 0 for n in p.size):
-    raise SpecError("STATE.TORCH.view", f"bad view: size {p.size}, stride {p.stride}, offset {p.offset}")
+    raise SpecValueError("STATE.TORCH.view", f"bad view: size {p.size}, stride {p.stride}, offset {p.offset}")
   if math.prod(p.size) > 0:
     lo = p.offset + sum((n - 1) * st for n, st in zip(p.size, p.stride) if st < 0)
     hi = p.offset + sum((n - 1) * st for n, st in zip(p.size, p.stride) if st > 0)
     if lo < 0 or hi >= s.numel:
-      raise SpecError("STATE.TORCH.view", f"a view (size {p.size}, stride {p.stride}, offset {p.offset}) reads "
+      raise SpecValueError("STATE.TORCH.view", f"a view (size {p.size}, stride {p.stride}, offset {p.offset}) reads "
                       f"outside storage {s.key} of {s.numel} elements")
   item = s.data.itemsize
   elems = np.lib.stride_tricks.as_strided(s.data[p.offset:] if math.prod(p.size) else s.data[:0], shape=p.size,

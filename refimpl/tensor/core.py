@@ -14,9 +14,10 @@ from refimpl.device import Device
 from refimpl.dtype import DType, DTypeLike, dtypes, to_dtype
 from refimpl.engine.realize import buffers, run_kernels
 from refimpl.engine.schedule import ScheduleItem, kernelize, new_buffer, schedule
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecRuntimeError, SpecTypeError
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
+from refimpl.tensor import validate
 
 _NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16,
        dtypes.uint16: np.uint16, dtypes.int32: np.int32, dtypes.uint32: np.uint32, dtypes.int64: np.int64,
@@ -90,17 +91,21 @@ class Tensor(metaclass=_TensorType):
 
   def __init__(self, data, device: str | None = None, dtype: DTypeLike | None = None,
                requires_grad: bool | None = None):
-    device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+    device = validate.device(device) if device is not None else Device.DEFAULT
     dtype = to_dtype(dtype) if dtype is not None else None
     if isinstance(data, UOp):
       # GRAD.NOGRAD: a result computed under no_grad is a constant to backward(), even if a source requires gradients
       uop = data if not Tensor.no_grad or requires_grad is not None or data.op is Ops.DETACH else \
         UOp(Ops.DETACH, data.dtype, (data,))
     elif isinstance(data, (bool, int, float)):
+      if isinstance(data, int) and not isinstance(data, bool) and not dtypes.is_float(dtype or dtypes.int64):
+        validate.python_int(data, inferred=dtype is None)   # API.ARGS.int-range
       uop = UOp.const(dtype or dtypes.from_py(data), data, device)
     elif isinstance(data, (list, tuple, np.ndarray)) or np.isscalar(data):
+      if isinstance(data, (list, tuple)) and not dtypes.is_float(dtype or dtypes.int64):
+        validate.ints_in_data(data, dtype is None)
       uop = _from_numpy(_to_numpy(data, dtype), dtype, device)
-    else: raise TypeError(f"Tensor: cannot build from {type(data).__name__}")
+    else: raise SpecTypeError("API.ARGS.data", f"Tensor: cannot build from {type(data).__name__}")
     self.uop: UOp = uop
     # GRAD.NOGRAD: under no_grad, new tensors refuse gradients unless asked for explicitly
     self.requires_grad = False if requires_grad is None and Tensor.no_grad else requires_grad
@@ -118,7 +123,7 @@ class Tensor(metaclass=_TensorType):
   @requires_grad.setter
   def requires_grad(self, value: bool | None) -> None:
     if value and not dtypes.is_float(self.dtype):
-      raise SpecError("GRAD.DTYPE", f"only float tensors can require gradients, this one is {self.dtype!r}")
+      raise SpecTypeError("GRAD.DTYPE", f"only float tensors can require gradients, this one is {self.dtype!r}")
     if value and self._shares_identity():   # the old graph is detached: the new leaf passes no gradient into it
       self.uop = UOp(Ops.ASSIGN, self.dtype, (self._fresh_buffer(), UOp(Ops.DETACH, self.dtype, (self.uop,))))
     self._requires_grad = value
@@ -153,16 +158,17 @@ class Tensor(metaclass=_TensorType):
     """The seed cotangent of this tensor (GRAD.SCALAR): a one for a one-element tensor, else the given gradient cast
     to this tensor's dtype."""
     if not dtypes.is_float(self.dtype):
-      raise SpecError("GRAD.DTYPE", f"cannot differentiate a tensor of {self.dtype!r}, only floats have gradients")
+      raise SpecTypeError("GRAD.DTYPE", f"cannot differentiate a tensor of {self.dtype!r}, only floats have gradients")
     if gradient is None:
       if self.numel() != 1:
-        raise SpecError("GRAD.SCALAR", f"a gradient can be implied only for one-element tensors, this one has shape "
+        raise SpecRuntimeError("GRAD.SCALAR",
+                               f"a gradient can be implied only for one-element tensors, this one has shape "
                         f"{self.shape}: pass gradient=")
       return Tensor.full(self.shape, 1.0, dtype=self.dtype, device=self.device).uop
     g = gradient if isinstance(gradient, Tensor) else Tensor(gradient, device=self.device)
     if g.shape != self.shape:
-      raise SpecError("GRAD.SCALAR", f"gradient of shape {g.shape} for a tensor of shape {self.shape}")
-    if not dtypes.is_float(g.dtype): raise SpecError("GRAD.DTYPE", f"gradient of dtype {g.dtype!r} is not a float")
+      raise SpecRuntimeError("GRAD.SCALAR", f"gradient of shape {g.shape} for a tensor of shape {self.shape}")
+    if not dtypes.is_float(g.dtype): raise SpecTypeError("GRAD.DTYPE", f"gradient of dtype {g.dtype!r} is not a float")
     return g.cast(self.dtype).uop
 
   def gradient(self, *targets: Tensor, gradient=None) -> list[Tensor]:
@@ -170,7 +176,8 @@ class Tensor(metaclass=_TensorType):
     nothing runs. A target this tensor does not depend on gets zeros. `.grad` is not touched."""
     from refimpl.gradient import compute_gradient
     for t in targets:
-      if not dtypes.is_float(t.dtype): raise SpecError("GRAD.DTYPE", f"a target of dtype {t.dtype!r} has no gradient")
+      if not dtypes.is_float(t.dtype): raise SpecTypeError("GRAD.DTYPE",
+                                                           f"a target of dtype {t.dtype!r} has no gradient")
     wanted = {t.uop for t in targets}
     root, alias = _through_realized(self.uop, wanted)
     grads = compute_gradient(root, self._grad_seed(gradient), {alias.get(u, u) for u in wanted})
@@ -186,7 +193,7 @@ class Tensor(metaclass=_TensorType):
     root, alias = _through_realized(self.uop, {t.uop for t in candidates})
     graph = set(root.toposort())
     leaves = [t for t in candidates if alias.get(t.uop, t.uop) in graph]
-    if not leaves: raise SpecError("GRAD.NOGRAD", "backward() on a tensor that depends on no tensor with "
+    if not leaves: raise SpecRuntimeError("GRAD.NOGRAD", "backward() on a tensor that depends on no tensor with "
                                    "requires_grad=True")
     grads = compute_gradient(root, seed, {alias.get(t.uop, t.uop) for t in leaves})
     for t in leaves:
@@ -218,7 +225,7 @@ class Tensor(metaclass=_TensorType):
     """The number of elements."""
     return math.prod(self.shape)
   def __len__(self) -> int:
-    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    if not self.shape: raise SpecTypeError("API.ARGS.bool", "len() of a 0-d tensor")
     return self.shape[0]
 
   def __repr__(self) -> str: return f"<Tensor {self.uop.op!r} {self.shape} {self.dtype!r} on {self.device} " \
@@ -265,7 +272,8 @@ class Tensor(metaclass=_TensorType):
 
   def item(self):
     """The one element as a Python number."""
-    if self.numel() != 1: raise SpecError("UOP.CONST", f"item() needs one element, the tensor has {self.numel()}")
+    if self.numel() != 1:
+      raise SpecRuntimeError("API.ARGS.bool", f"item() needs one element, the tensor has {self.numel()}")
     return self.numpy().reshape(()).item()
 
   # ---- in-place update (assign) ----
@@ -278,12 +286,14 @@ class Tensor(metaclass=_TensorType):
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)
     if x.uop is self.uop: return self   # writing a tensor into itself changes nothing
     if x.device != self.device:
-      raise SpecError("EXEC.SCHED.assign", f"assign of a tensor on {x.device} to one on {self.device}: move it first")
+      raise SpecRuntimeError("EXEC.SCHED.assign",
+                             f"assign of a tensor on {x.device} to one on {self.device}: move it first")
     if x.dtype != self.dtype:
-      raise SpecError("EXEC.SCHED.assign", f"assign of {x.dtype!r} values to a {self.dtype!r} tensor: cast them first")
+      raise SpecRuntimeError("EXEC.SCHED.assign",
+                             f"assign of {x.dtype!r} values to a {self.dtype!r} tensor: cast them first")
     if x.shape != self.shape:
       if len(x.shape) > self.ndim or any(n not in (1, m) for n, m in zip(x.shape[::-1], self.shape[::-1])):
-        raise SpecError("EXEC.SCHED.assign", f"assign of shape {x.shape} to a tensor of shape {self.shape}")
+        raise SpecRuntimeError("EXEC.SCHED.assign", f"assign of shape {x.shape} to a tensor of shape {self.shape}")
       x = x._expand_to(self.shape)
     self.uop = UOp(Ops.ASSIGN, self.dtype, (self._assign_target(), x.uop))
     return self
@@ -301,7 +311,8 @@ class Tensor(metaclass=_TensorType):
     v = u
     while v.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP, Ops.DETACH): v = v.src[0]
     if v is not u and v.op in (Ops.BUFFER, Ops.ASSIGN):
-      raise SpecError("EXEC.SCHED.target", f"cannot assign to a {u.op.name} view of a buffer: writing through views "
+      raise SpecRuntimeError("EXEC.SCHED.target",
+                             f"cannot assign to a {u.op.name} view of a buffer: writing through views "
                       "is not supported; assign to the whole tensor (or realize the view into a buffer of its own)")
     # a lazy value: the assign gives it a fresh buffer of its own. The old value need not be computed: `x` reads it
     # through its own graph if at all, and a realize of it would make identical lazy tensors share (alias) the buffer
@@ -312,7 +323,7 @@ class Tensor(metaclass=_TensorType):
     """This tensor's values on `device` (None: Device.DEFAULT), lazily (UOP.COPY.to): self when it is already there,
     else a new tensor whose graph is COPY(self, DEVICE), which realize runs as a copy step (EXEC.SCHED.copy). It is
     differentiable: the cotangent goes back to this tensor's device (GRAD.COPY)."""
-    device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+    device = validate.device(device) if device is not None else Device.DEFAULT
     if device == self.device: return self
     return Tensor(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, arg=device))))
 
@@ -335,12 +346,15 @@ def _to_numpy(data, dtype: DType | None) -> np.ndarray:
     return data if dtype is None or dtype == dtypes.bfloat16 else data.astype(_NP[dtype])
   dt = dtype or dtypes.from_py(list(np.array(data, dtype=object).ravel()) if np.ndim(data) else data)
   if dt == dtypes.bfloat16: return np.array(data, dtype=np.float64)
-  return np.array(data, dtype=_NP[dt])
+  try: return np.array(data, dtype=_NP[dt])
+  except OverflowError:   # DT.CONST: an int inside [-2**63, 2**64) (API.ARGS.int-range) wraps into the int type
+    obj = np.array(data, dtype=object)
+    return np.array([dtypes.as_const(v, dt) for v in obj.ravel()], dtype=_NP[dt]).reshape(obj.shape)
 
 
 def _from_numpy(arr: np.ndarray, dtype: DType | None, device: str) -> UOp:
   dt = dtype or _FROM_NP.get(arr.dtype)
-  if dt is None: raise SpecError("DT.SCALARS", f"numpy dtype {arr.dtype} has no refimpl dtype")
+  if dt is None: raise SpecTypeError("DT.SCALARS", f"numpy dtype {arr.dtype} has no refimpl dtype")
   raw = _bf16_bits(arr) if dt == dtypes.bfloat16 else np.ascontiguousarray(arr, dtype=_NP[dt])
   node = new_buffer(dt, int(arr.size), device)
   buf = Device[device].alloc(int(arr.size), dt)

@@ -11,6 +11,7 @@ from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 from refimpl.engine.realize import buffers
 from refimpl.engine.schedule import new_buffer
+from refimpl.tensor import validate
 from refimpl.tensor.args import _shape_arg
 from refimpl.tensor.core import _NP, Tensor
 
@@ -23,9 +24,10 @@ class CreationOps:
     `buffer` says (TENSOR.FULL.buffer: it gets a buffer of its own when it is realized, assigned to or made a
     leaf, so tinygrad's two forms cannot be told apart by value). With requires_grad=True it becomes a leaf of its
     own (GRAD.LEAF.identity)."""
-    shape = _shape_arg((shape,) if isinstance(shape, int) else shape)
+    shape = _shape_arg((shape,) if not isinstance(shape, (tuple, list)) else shape)
     dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-    device = Device.canonicalize(device) if device else Device.DEFAULT
+    if isinstance(fill_value, int) and not dtypes.is_float(dtype): validate.python_int(fill_value, "fill_value")
+    device = validate.device(device) if device else Device.DEFAULT
     out = Tensor(UOp.const(dtype, fill_value, device)).reshape((1,) * len(shape)).expand(shape)
     if requires_grad is not None: out.requires_grad = requires_grad
     return out
@@ -43,6 +45,13 @@ class CreationOps:
   def arange(start, stop=None, step=1, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
     """start, start+step, ... below stop (dtype from the arguments, as torch.arange)."""
     if stop is None: start, stop = 0, start
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+      validate.kind(isinstance(v, (int, float)) or hasattr(type(v), "__index__"), "API.ARGS.size",
+                    f"{name}={v!r} must be a number, not {type(v).__name__}")
+      if isinstance(v, int): validate.python_int(v, name)
+    validate.nonzero_step(step)
+    validate.value(all(math.isfinite(v) for v in (start, stop, step)), "API.ARGS.step",
+                   f"arange({start}, {stop}, {step}): the bounds and the step must be finite")
     values = np.arange(start, stop, step)
     dt = to_dtype(dtype) if dtype else dtypes.from_py([start, stop, step])
     # TENSOR.ARANGE.wide: integer values beyond the default int's range make the result int64, not wrap
@@ -56,7 +65,7 @@ class CreationOps:
     under the sanitizer."""
     shape = _shape_arg(shape)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-    device = Device.canonicalize(device) if device else Device.DEFAULT
+    device = validate.device(device) if device else Device.DEFAULT
     node = new_buffer(dt, math.prod(shape), device)
     buffers[node] = Device[device].alloc(math.prod(shape), dt)
     return Tensor(node if shape == (math.prod(shape),) else UOp(Ops.RESHAPE, dt, (node,), shape))
@@ -81,7 +90,8 @@ class CreationOps:
   def eye(n: int, m: int | None = None, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
     """The n x m identity matrix (default float), built from movement ops only: a square one-hot pattern from a
     padded column of ones read with row length k, then padded to n x m."""
-    m = n if m is None else m
+    n = validate.size(n, "n")
+    m = n if m is None else validate.size(m, "m")
     k = min(n, m)
     # ones(k, 1) padded to rows of k+1 puts a one every k+1 elements; read back as rows of k, row i has it at column i
     sq = Tensor.ones(k, 1, dtype=dtype or dtypes.default_float, device=device).pad(((0, 0), (0, k))).reshape(-1)
@@ -92,6 +102,7 @@ class CreationOps:
   def linspace(start, stop, steps: int, dtype: DTypeLike | None = None, device: str | None = None) -> Tensor:
     """`steps` evenly spaced values from start to stop; like torch, the first half counts up from start and the second
     half down from stop, so both ends are exact."""
+    steps = validate.size(steps, "steps")
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     if steps == 1: return Tensor.full((1,), start, dtype=dtypes.default_float, device=device).cast(dt)
     f = dtypes.float64 if dt == dtypes.float64 else dtypes.float32

@@ -40,12 +40,12 @@ class CumulativeOps:
     if dtypes.is_float(key.dtype): fill = -math.inf if largest else math.inf
     else: fill = dtypes.min(key.dtype) if largest else dtypes.max(key.dtype)
     rows = key._prefix_rows(fill)
-    best = (rows.max(-1) if largest else rows.min(-1)).unsqueeze(-1)   # NaN propagates (OP.MAX.nan)
+    best = (rows._max(-1) if largest else rows._min(-1)).unsqueeze(-1)   # NaN propagates (OP.MAX.nan)
     ar = Tensor.arange(n, device=self.device)
     hit = (rows == best)
     if dtypes.is_float(key.dtype): hit = hit | (rows.isnan() & best.isnan())
     hit = hit & (ar <= ar.reshape(n, 1))
-    idx = hit.where(ar, 0).max(-1)
+    idx = hit.where(ar, 0)._max(-1)
     values = x.unsqueeze(-2)._onehot_pick(ar == idx.unsqueeze(-1), -1)
     return values.transpose(ax, -1), idx.cast(dtypes.int32).transpose(ax, -1)
 

@@ -6,7 +6,7 @@ factor), which makes torch.linalg an oracle."""
 from __future__ import annotations
 
 from refimpl.dtype import dtypes
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecTypeError, SpecValueError
 from refimpl.tensor.core import Tensor
 
 # TENSOR.SVD.sweeps: cyclic Jacobi converges quadratically; 8 sweeps over all column pairs bring the off-diagonal
@@ -15,8 +15,8 @@ JACOBI_SWEEPS = 8
 
 
 def _check_matrix(x: Tensor, clause: str) -> None:
-  if x.ndim < 2: raise SpecError(f"{clause}.shape", f"needs a matrix (2 or more dims), got shape {x.shape}")
-  if not dtypes.is_float(x.dtype): raise SpecError(f"{clause}.dtype", f"needs a float tensor, got {x.dtype!r}")
+  if x.ndim < 2: raise SpecValueError(f"{clause}.shape", f"needs a matrix (2 or more dims), got shape {x.shape}")
+  if not dtypes.is_float(x.dtype): raise SpecTypeError(f"{clause}.dtype", f"needs a float tensor, got {x.dtype!r}")
 
 
 def _eye(n: int, like: Tensor, batch: tuple[int, ...]) -> Tensor:

@@ -6,11 +6,12 @@ import functools
 import math
 import operator
 
-from refimpl.dtype import (DTypeLike, dtypes, least_upper_dtype, least_upper_float, scalar_result_dtype,
+from refimpl.dtype import (DTypeLike, dtypes, least_upper_dtype, least_upper_float, py_scalar, scalar_result_dtype,
                            to_dtype)
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecRuntimeError, SpecTypeError, SpecValueError
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
+from refimpl.tensor import validate
 from refimpl.tensor.args import _broadcast_shape
 from refimpl.tensor.core import Tensor
 
@@ -35,6 +36,8 @@ class ElementwiseOps:
       x, y = self.cast(out), y.cast(out)
     else:
       out = scalar_result_dtype(self.dtype, y)
+      if dtypes.is_int(out) and isinstance(py := py_scalar(y), int) and not isinstance(py, bool):
+        validate.python_int(py, "the scalar operand")   # API.ARGS.int-range: DT.CONST wraps inside 64 bits only
       x = self.cast(out)
       y = Tensor(UOp.const(out, y, x.device)).reshape((1,) * x.ndim)
     if reverse: x, y = y, x
@@ -64,13 +67,14 @@ class ElementwiseOps:
     (DT.PROMOTE.float). 'trunc' and 'floor': the exact quotient rounded toward zero or down, in the promoted dtype
     (integers stay integers, TENSOR.DIV.rounding)."""
     if rounding_mode not in (None, "trunc", "floor"):
-      raise SpecError("TENSOR.DIV.rounding", f"rounding_mode={rounding_mode!r} is not None, 'trunc' or 'floor'")
+      raise SpecValueError("TENSOR.DIV.rounding", f"rounding_mode={rounding_mode!r} is not None, 'trunc' or 'floor'")
     a, b = self._broadcasted(x, reverse)
     if rounding_mode is None:
       dt = least_upper_float(a.dtype)
       return a.cast(dt)._alu(Ops.FDIV, b.cast(dt))
     if a.dtype == dtypes.bool:
-      raise SpecError("TENSOR.DIV.rounding", f"rounding_mode={rounding_mode!r} division of bool tensors (torch refuses "
+      raise SpecTypeError("TENSOR.DIV.rounding",
+                          f"rounding_mode={rounding_mode!r} division of bool tensors (torch refuses "
                       "it too)")
     if rounding_mode == "floor": return a._floordiv(b)
     # TENSOR.DIV.rounding: integers truncate with CDIV (x / 0 = -1, OP.CDIV.zero); floats truncate the exact quotient
@@ -177,7 +181,7 @@ class ElementwiseOps:
     """Reinterpret the bits as `dtype` of the same itemsize (OP.BITCAST)."""
     dtype = to_dtype(dtype)
     if dtype.itemsize != self.dtype.itemsize:
-      raise SpecError("OP.BITCAST.size", f"cannot bitcast {self.dtype!r} to {dtype!r}: itemsizes differ")
+      raise SpecValueError("OP.BITCAST.size", f"cannot bitcast {self.dtype!r} to {dtype!r}: itemsizes differ")
     return self if dtype == self.dtype else Tensor(UOp(Ops.BITCAST, dtype, (self.uop,)))
 
   # integer-valued division with torch's floor semantics
@@ -215,7 +219,7 @@ class ElementwiseOps:
       q = (y.isinf() & (self != 0) & ((self < 0) != (y < 0))).where(-1.0, q)
       # torch: x // 0 is x / 0 for every x, so an infinite x gives an infinity there, not NaN
       return (finite | (y == 0)).where(q, math.nan)
-    if self.dtype == dtypes.bool: raise SpecError("OP.CDIV", "floor division of bool tensors")
+    if self.dtype == dtypes.bool: raise SpecTypeError("OP.CDIV", "floor division of bool tensors")
     q, _, fix = self._floor_correction(y)
     return fix.where(q - 1, q)
 
@@ -236,13 +240,14 @@ class ElementwiseOps:
       finite = (self - self) == 0
       keep = (self == 0) | ((self < 0) == (y < 0))
       return (y.isinf() & finite).where(keep.where(self, y), r)
-    if self.dtype == dtypes.bool: raise SpecError("OP.CMOD", "remainder of bool tensors")
+    if self.dtype == dtypes.bool: raise SpecTypeError("OP.CMOD", "remainder of bool tensors")
     _, r, fix = self._floor_correction(y)
     return fix.where(r + y, r)
 
   def pow(self, x, reverse: bool = False) -> Tensor:
     """self ** x with the POW op (OP.POW): an int tensor to an int power stays int (negative powers follow
     OP.POW.negative-exponent where torch raises); a float operand makes it float. bool ** bool is a | ~b."""
+    if not reverse and dtypes.is_int(self.dtype) and not isinstance(x, Tensor): validate.int_exponent(self.dtype, x)
     a, b = self._broadcasted(x, reverse)
     if a.dtype == dtypes.bool: return a | b.logical_not()
     return a._alu(Ops.POW, b)
@@ -252,7 +257,7 @@ class ElementwiseOps:
   # bitwise (bool and int only)
   def _bitwise(self, op: Ops, y, reverse: bool = False) -> Tensor:
     x, y = self._broadcasted(y, reverse)
-    if dtypes.is_float(x.dtype): raise SpecError(f"OP.{op.name}", f"bitwise {op.name} of {x.dtype!r}")
+    if dtypes.is_float(x.dtype): raise SpecTypeError(f"OP.{op.name}", f"bitwise {op.name} of {x.dtype!r}")
     return x._alu(op, y)
   def __and__(self, y) -> Tensor: return self._bitwise(Ops.AND, y)
   def __or__(self, y) -> Tensor: return self._bitwise(Ops.OR, y)
@@ -270,7 +275,7 @@ class ElementwiseOps:
   def __rrshift__(self, y) -> Tensor: return self._bitwise(Ops.SHR, y, True)
   def __invert__(self) -> Tensor:
     """Bitwise not (logical not for bool): XOR with all ones."""
-    if dtypes.is_float(self.dtype): raise SpecError("OP.XOR", f"bitwise not of {self.dtype!r}")
+    if dtypes.is_float(self.dtype): raise SpecTypeError("OP.XOR", f"bitwise not of {self.dtype!r}")
     return self.logical_not() if self.dtype == dtypes.bool else self ^ -1
 
 
@@ -308,7 +313,7 @@ class ElementwiseOps:
     """C's remainder, with the sign of the dividend (TENSOR.FMOD). Integers: CMOD (x fmod 0 = x, OP.CMOD.zero).
     Floats: x - trunc(x / y) * y of the exact quotient, rounded once, so exact while |x / y| < 2**p (ACC.RANGE)."""
     a, b = self._broadcasted(x)
-    if a.dtype == dtypes.bool: raise SpecError("TENSOR.FMOD", "fmod of bool tensors")
+    if a.dtype == dtypes.bool: raise SpecTypeError("TENSOR.FMOD", "fmod of bool tensors")
     if not dtypes.is_float(a.dtype): return a._alu(Ops.CMOD, b)
     _, r = a._trunc_quotient(b)   # TENSOR.FMOD.sign: a zero remainder has the dividend's sign
     finite = (a - a) == 0
@@ -319,7 +324,7 @@ class ElementwiseOps:
     (a NaN's sign is no value of the spec, OP.VALUES.nan). The result dtype is the promoted one (tinygrad's; torch
     makes integers float)."""
     a, b = self._broadcasted(other)
-    if a.dtype == dtypes.bool: raise SpecError("TENSOR.COPYSIGN", "copysign of bool tensors")
+    if a.dtype == dtypes.bool: raise SpecTypeError("TENSOR.COPYSIGN", "copysign of bool tensors")
     mag = a.abs()
     negative = (b < 0) | ((b == 0) & b._signbit())   # TENSOR.COPYSIGN.zero, TENSOR.COPYSIGN.nan
     return negative.where(-mag, mag)
@@ -360,18 +365,18 @@ class ElementwiseOps:
     operands must have equal shapes, and dtypes the op accepts (OP.ALU)."""
     from refimpl.uop import GroupOp
     from refimpl.uop.semantics import alu_result_dtype
-    if op not in GroupOp.ALU: raise SpecError("TENSOR.ALU", f"{op!r} is not an ALU op")
+    if op not in GroupOp.ALU: raise SpecTypeError("TENSOR.ALU", f"{op!r} is not an ALU op")
     arity = 1 if op in GroupOp.Unary else 2 if op in GroupOp.Binary else 3
-    if len(src) + 1 != arity: raise SpecError("TENSOR.ALU", f"{op.name} takes {arity} operands, got {len(src) + 1}")
-    if not all(isinstance(s, Tensor) for s in src): raise SpecError("TENSOR.ALU", "the operands must be Tensors")
+    if len(src) + 1 != arity: raise SpecTypeError("TENSOR.ALU", f"{op.name} takes {arity} operands, got {len(src) + 1}")
+    if not all(isinstance(s, Tensor) for s in src): raise SpecTypeError("TENSOR.ALU", "the operands must be Tensors")
     ops = (self, *src)
     if any(t.shape != self.shape for t in ops):
-      raise SpecError("TENSOR.ALU", f"operand shapes {[t.shape for t in ops]} differ (alu does not broadcast)")
+      raise SpecRuntimeError("TENSOR.ALU", f"operand shapes {[t.shape for t in ops]} differ (alu does not broadcast)")
     values = ops[1:] if op is Ops.WHERE else ops
     if op is Ops.WHERE and self.dtype != dtypes.bool:
-      raise SpecError("TENSOR.ALU", f"the condition of WHERE is {self.dtype!r}, not bool")
+      raise SpecTypeError("TENSOR.ALU", f"the condition of WHERE is {self.dtype!r}, not bool")
     if any(t.dtype != values[0].dtype for t in values):
-      raise SpecError("TENSOR.ALU", f"operand dtypes {[t.dtype for t in ops]} differ (alu does not promote)")
+      raise SpecTypeError("TENSOR.ALU", f"operand dtypes {[t.dtype for t in ops]} differ (alu does not promote)")
     out = alu_result_dtype(op, values[0].dtype)   # OP.ALU: a dtype the op does not accept is a SpecError
     return Tensor(UOp(op, out, tuple(t.uop for t in ops)))
 

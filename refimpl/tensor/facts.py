@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from refimpl.dtype import dtypes, to_dtype
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecIndexError, SpecRuntimeError, SpecTypeError, SpecValueError
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 from refimpl.tensor.args import _shape_arg
@@ -19,12 +19,20 @@ CONTIGUOUS_BACKWARD = "contiguous_backward"
 
 
 class FactOps:
+  def __bool__(self) -> bool:
+    """The truth value of a one-element tensor (realizes it); any other is ambiguous (API.ARGS.bool, torch's rule:
+    `if t:` on a tensor of several elements is a RuntimeError, not the truth of its length)."""
+    if self.numel() != 1:
+      raise SpecRuntimeError("API.ARGS.bool", f"the truth value of a tensor of shape {self.shape} is ambiguous: use "
+                             ".any() or .all()")
+    return bool(self.item())
+
   # ---- sizes (TENSOR.SIZE, TENSOR.NBYTES, TENSOR.MAX_SHAPE) ----
   def size(self, dim: int | None = None):
     """The shape, or the size of axis `dim` (negative counts from the end) (TENSOR.SIZE)."""
     if dim is None: return self.shape
     if not isinstance(dim, int) or not -max(self.ndim, 1) <= dim < max(self.ndim, 1) or not self.ndim:
-      raise SpecError("TENSOR.SIZE.dim", f"dim={dim!r} is out of range for a tensor of {self.ndim} dims")
+      raise SpecIndexError("TENSOR.SIZE.dim", f"dim={dim!r} is out of range for a tensor of {self.ndim} dims")
     return self.shape[dim]
 
   def nbytes(self) -> int:
@@ -62,10 +70,10 @@ class FactOps:
   def data(self) -> memoryview:
     """The values as a memoryview of the dtype's struct format and the tensor's shape (realizes the tensor)."""
     if self.dtype.fmt is None:
-      raise SpecError("TENSOR.DATA.format", f"{self.dtype!r} has no struct format, so no memoryview of it exists")
+      raise SpecTypeError("TENSOR.DATA.format", f"{self.dtype!r} has no struct format, so no memoryview of it exists")
     if self.dtype.fmt == "e":   # memoryview.cast learned half floats in Python 3.12
       try: memoryview(b"\0\0").cast("e")
-      except ValueError as e: raise SpecError("TENSOR.DATA.format", f"this Python's memoryview has no float16: {e}")
+      except ValueError as e: raise SpecTypeError("TENSOR.DATA.format", f"this Python's memoryview has no float16: {e}")
     if 0 in self.shape: return memoryview(bytearray(0)).cast(self.dtype.fmt)
     raw = bytearray(np.ascontiguousarray(self.numpy(), dtype=_NP[self.dtype]).tobytes())
     return memoryview(raw).cast(self.dtype.fmt, self.shape)
@@ -81,9 +89,11 @@ class FactOps:
 
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor stand for `x` (its graph, dtype and device); the shapes must match (TENSOR.REPLACE)."""
-    if not isinstance(x, Tensor): raise SpecError("TENSOR.REPLACE", f"replace needs a Tensor, got {type(x).__name__}")
+    if not isinstance(x, Tensor): raise SpecTypeError("TENSOR.REPLACE",
+                                                      f"replace needs a Tensor, got {type(x).__name__}")
     if x.shape != self.shape:
-      raise SpecError("TENSOR.REPLACE.shape", f"replace of a tensor of shape {self.shape} by one of shape {x.shape}")
+      raise SpecRuntimeError("TENSOR.REPLACE.shape",
+                             f"replace of a tensor of shape {self.shape} by one of shape {x.shape}")
     self.uop = x.uop
     return self
 
@@ -94,9 +104,9 @@ class FactOps:
     shape = _shape_arg((shape,) if isinstance(shape, int) else shape)
     dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
     device = kwargs.pop("device", None)
-    if kwargs: raise SpecError("TENSOR.FROM_BLOB", f"from_blob takes dtype and device, not {sorted(kwargs)}")
+    if kwargs: raise SpecTypeError("TENSOR.FROM_BLOB", f"from_blob takes dtype and device, not {sorted(kwargs)}")
     if not isinstance(ptr, int) or (ptr == 0 and math.prod(shape)):
-      raise SpecError("TENSOR.FROM_BLOB.ptr", f"ptr={ptr!r} is not an address")
+      raise SpecValueError("TENSOR.FROM_BLOB.ptr", f"ptr={ptr!r} is not an address")
     raw = ctypes.string_at(ptr, math.prod(shape) * dtype.itemsize) if math.prod(shape) else b""
     arr = np.frombuffer(raw, dtype=_NP[dtype]).reshape(shape)
     if dtype == dtypes.bfloat16: arr = (arr.astype(np.uint32) << 16).view(np.float32)

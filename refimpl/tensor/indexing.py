@@ -6,7 +6,10 @@ import numpy as np
 
 from refimpl.dtype import dtypes
 from refimpl.uop import Ops
+from refimpl.helpers import SpecIndexError, SpecTypeError
+from refimpl.tensor import validate
 from refimpl.tensor.args import _BITS_INT, _broadcast_shape
+from refimpl.tensor.checked import check_index_range, checked_indices
 from refimpl.tensor.core import Tensor
 
 
@@ -14,16 +17,27 @@ class IndexingOps:
   def __getitem__(self, index) -> Tensor:
     """Basic indexing (ints, slices with any step, None, Ellipsis) by movement ops, and integer tensor (or list)
     indices by a one-hot mask and a sum (torch's placement of the broadcast index dims). Lists and tuples of ints
-    (or of int tensors) inside the index are tensor indices. Out-of-range tensor indices give 0 (torch raises)."""
+    (or of int tensors) inside the index are tensor indices. Out-of-range tensor indices give 0 (TENSOR.GETITEM.range;
+    torch raises, and so does CHECK_INDEX=1, API.INDEX.checked)."""
     idx = list(index) if isinstance(index, tuple) else [index]
     # a list, tuple or array inside the index is an integer tensor index (TENSOR.GETITEM.sequence, torch's rule)
     idx = [_as_index(i, self.device) if isinstance(i, (list, tuple, np.ndarray)) else i for i in idx]
+    idx = [validate.integer(i, "index", "TENSOR.GETITEM") if _int_like(i) else i for i in idx]
     for i in idx:
       if not (i is None or i is Ellipsis or isinstance(i, (int, slice, Tensor))) or isinstance(i, bool):
-        raise TypeError(f"unsupported index {i!r}")
+        raise SpecTypeError("TENSOR.GETITEM", f"unsupported index {i!r} of type {type(i).__name__}")
+      if isinstance(i, Tensor) and not dtypes.is_int(i.dtype):
+        raise SpecIndexError("TENSOR.GETITEM", f"tensor indices must be integers, not {i.dtype!r}")
+      if isinstance(i, slice):
+        for part in (i.start, i.stop, i.step):
+          if part is not None: validate.integer(part, "slice", "TENSOR.GETITEM")
+        if i.step == 0: validate.nonzero_step(0, "slice step")
     used = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if used > self.ndim: raise IndexError(f"too many indices for a tensor of {self.ndim} dims")
-    if sum(i is Ellipsis for i in idx) > 1: raise IndexError("an index can only have a single ellipsis")
+    if used > self.ndim: raise SpecIndexError("TENSOR.GETITEM",
+                                              f"too many indices ({used}) for a tensor of {self.ndim} "
+                                              "dims")
+    if sum(i is Ellipsis for i in idx) > 1:
+      raise SpecIndexError("TENSOR.GETITEM", "an index can only have a single ellipsis")
     if Ellipsis in [i for i in idx if not isinstance(i, Tensor)]:
       e = next(k for k, i in enumerate(idx) if i is Ellipsis)
       idx[e:e + 1] = [slice(None)] * (self.ndim - used)
@@ -37,7 +51,8 @@ class IndexingOps:
         continue
       n = x.shape[ax]
       if isinstance(i, int):
-        if not -n <= i < n: raise IndexError(f"index {i} is out of bounds for axis {ax} with size {n}")
+        if not -n <= i < n:
+          raise SpecIndexError("TENSOR.GETITEM", f"index {i} is out of bounds for axis {ax} with size {n}")
         i %= n
         x = x.shrink(tuple((i, i + 1) if k == ax else None for k in range(x.ndim)))
       elif isinstance(i, slice):
@@ -52,6 +67,7 @@ class IndexingOps:
         newshape.append(x.shape[ax])
         rest.append(None)
       else:
+        if checked_indices(): check_index_range(i, n, "TENSOR.GETITEM.range", f"index into axis {ax}", negative=True)
         newshape.append(n)
         rest.append(i)
       ax += 1
@@ -66,7 +82,8 @@ class IndexingOps:
     that sum is 0 the sign of a selected -0.0 is restored from a second sum of the bit patterns (BITCAST to the
     same-size int, which carries no gradient) as bits - (0 - sum): the value of bits, the derivative of the sum."""
     for t in index:
-      if not dtypes.is_int(t.dtype): raise IndexError(f"tensor indices must be integers, not {t.dtype!r}")
+      if not dtypes.is_int(t.dtype):
+        raise SpecIndexError("TENSOR.GETITEM", f"tensor indices must be integers, not {t.dtype!r}")
     bshape = index[0].shape
     for t in index[1:]: bshape = _broadcast_shape(bshape, t.shape)
     others = [k for k in range(self.ndim) if k not in axes]
@@ -93,6 +110,11 @@ class IndexingOps:
     no = len(others)
     pos = axes[0] if axes == list(range(axes[0], axes[0] + k)) else 0
     return out.permute(list(range(pos)) + list(range(no, no + nb)) + list(range(pos, no)))
+
+
+def _int_like(i) -> bool:
+  """An index entry that stands for an int: an int subclass or numpy integer, not a bool (TENSOR.GETITEM)."""
+  return not isinstance(i, (bool, np.bool_, Tensor)) and isinstance(i, (int, np.integer))
 
 
 def _as_index(seq, device: str) -> Tensor:

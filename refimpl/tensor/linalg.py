@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 from refimpl.dtype import DTypeLike, to_dtype
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecRuntimeError, SpecTypeError, SpecValueError
+from refimpl.tensor import validate
 from refimpl.tensor.core import Tensor
 
 
@@ -13,10 +14,12 @@ class LinalgOps:
     """(..., n, k) @ (..., k, m): a broadcast multiply and a sum over k (there is no matmul primitive). The products
     are in the promoted dtype (DT.PROMOTE); they are summed in `dtype` when given, else as sum accumulates (DT.SUM),
     and the result has `dtype`, else the promoted dtype (TENSOR.MATMUL.dtype, as tinygrad: int8 @ int8 is int8)."""
-    if self.ndim == 0 or w.ndim == 0: raise SpecError("UOP.REDUCE_AXIS", "matmul needs tensors of at least 1 dim")
+    validate.kind(isinstance(w, Tensor), "TENSOR.MATMUL", f"matmul with a {type(w).__name__}, not a Tensor")
+    if self.ndim == 0 or w.ndim == 0: raise SpecRuntimeError("UOP.REDUCE_AXIS",
+                                                             "matmul needs tensors of at least 1 dim")
     x = self.reshape(1, -1) if self.ndim == 1 else self
     m = w.reshape(-1, 1) if w.ndim == 1 else w
-    if x.shape[-1] != m.shape[-2]: raise SpecError("UOP.EXPAND", f"matmul of {self.shape} and {w.shape}")
+    if x.shape[-1] != m.shape[-2]: raise SpecRuntimeError("UOP.EXPAND", f"matmul of {self.shape} and {w.shape}")
     out = (x.reshape(*x.shape[:-1], 1, x.shape[-1]) * m.transpose(-1, -2).reshape(*m.shape[:-2], 1, *m.shape[::-1][:2]))
     result_dtype = to_dtype(dtype) if dtype is not None else out.dtype
     out = out.sum(-1, dtype=dtype).cast(result_dtype)
@@ -54,10 +57,25 @@ class LinalgOps:
     formula = formula.replace(" ", "")
     lhs, out = formula.split("->") if "->" in formula else (formula, None)
     ins = lhs.split(",")
-    if len(ins) != len(operands): raise ValueError(f"einsum: {len(ins)} inputs in {formula!r}, {len(operands)} given")
+    if not all(isinstance(t, Tensor) for t in operands):
+      raise SpecTypeError("TENSOR.EINSUM",
+                          f"einsum: operands must be Tensors, got {[type(t).__name__ for t in operands]}")
+    if len(ins) != len(operands):
+      raise SpecValueError("TENSOR.EINSUM", f"einsum: {len(ins)} inputs in {formula!r}, {len(operands)} given")
+    for part in [*ins] + ([out] if out is not None else []):
+      if not all(c.isalpha() and c.isascii() for c in part.replace("...", "")):
+        raise SpecValueError("TENSOR.EINSUM",
+                             f"einsum: {part!r} in {formula!r}: subscripts are ASCII letters and '...'")
+    if out is not None:
+      named = set("".join(ins))
+      if missing := [c for c in out.replace("...", "") if c not in named]:
+        raise SpecValueError("TENSOR.EINSUM",
+                             f"einsum: output letter {missing[0]!r} of {formula!r} names no input axis")
+      if len(set(out.replace("...", ""))) != len(out.replace("...", "")):
+        raise SpecValueError("TENSOR.EINSUM", f"einsum: {out!r} names an output axis twice")
     # '...' becomes fresh letters (characters beyond ASCII, so no clash): the broadcast axes, right-aligned
     n_ell = max((t.ndim - len(spec) + 3 for spec, t in zip(ins, operands) if "..." in spec), default=0)
-    if n_ell < 0: raise SpecError("TENSOR.EINSUM.ellipsis", f"einsum: {formula!r} names more axes than given")
+    if n_ell < 0: raise SpecValueError("TENSOR.EINSUM.ellipsis", f"einsum: {formula!r} names more axes than given")
     ell = "".join(chr(0x100 + i) for i in range(n_ell))
     ins = [spec.replace("...", ell[n_ell - (t.ndim - len(spec) + 3):]) if "..." in spec else spec
            for spec, t in zip(ins, operands)]
@@ -68,14 +86,16 @@ class LinalgOps:
     sizes: dict[str, int] = {}
     terms = []
     for spec, t in zip(ins, operands):
-      if len(spec) != t.ndim: raise ValueError(f"einsum: {spec!r} does not match the shape {t.shape}")
+      if len(spec) != t.ndim:
+        raise SpecRuntimeError("TENSOR.EINSUM", f"einsum: {spec!r} does not match the shape {t.shape}")
       spec = list(spec)
       while (rep := next((c for c in spec if spec.count(c) > 1), None)) is not None:
         i, j = [k for k, c in enumerate(spec) if c == rep][:2]
         t = t._diagonal(i, j)
         spec = [c for k, c in enumerate(spec) if k not in (i, j)] + [rep]
       for c, n in zip(spec, t.shape):
-        if sizes.setdefault(c, n) != n and 1 not in (sizes[c], n): raise ValueError(f"einsum: sizes of {c!r} differ")
+        if sizes.setdefault(c, n) != n and 1 not in (sizes[c], n):
+          raise SpecRuntimeError("TENSOR.EINSUM", f"einsum: sizes of {c!r} differ ({sizes[c]} and {n})")
         sizes[c] = max(sizes[c], n) if 1 in (sizes[c], n) else n
       t = t.permute([spec.index(c) for c in letters if c in spec])
       terms.append(t.reshape(tuple(t.shape[[c for c in letters if c in spec].index(c)] if c in spec else 1
@@ -99,9 +119,10 @@ class LinalgOps:
   def newton_schulz(self, steps: int, params: tuple[float, ...], eps: float = 1.0e-7) -> Tensor:
     """`steps` Newton-Schulz iterations with the odd polynomial of coefficients `params` on the matrices of the last
     two axes, after scaling each to Frobenius norm just under 1 (TENSOR.NEWTON_SCHULZ); Muon's orthogonalization."""
-    if self.ndim < 2: raise SpecError("TENSOR.NEWTON_SCHULZ", f"needs a tensor of at least 2 dims, got {self.shape}")
-    if len(params) == 0: raise SpecError("TENSOR.NEWTON_SCHULZ", "params needs at least one coefficient")
-    if steps < 0: raise SpecError("TENSOR.NEWTON_SCHULZ", f"steps must be >= 0, got {steps}")
+    if self.ndim < 2: raise SpecValueError("TENSOR.NEWTON_SCHULZ",
+                                           f"needs a tensor of at least 2 dims, got {self.shape}")
+    if len(params) == 0: raise SpecValueError("TENSOR.NEWTON_SCHULZ", "params needs at least one coefficient")
+    if steps < 0: raise SpecValueError("TENSOR.NEWTON_SCHULZ", f"steps must be >= 0, got {steps}")
     if self.shape[-2] > self.shape[-1]:   # TENSOR.NEWTON_SCHULZ.tall: iterate on the wide transpose
       return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
     g = self / ((self * self).sum(axis=(-2, -1), keepdim=True).sqrt() + eps)   # TENSOR.NEWTON_SCHULZ.scale

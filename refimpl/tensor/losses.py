@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 from refimpl.dtype import dtypes
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecRuntimeError, SpecTypeError, SpecValueError
+from refimpl.tensor.checked import check_index_range, checked_indices
 from refimpl.tensor.core import Tensor
 
 
@@ -14,23 +15,27 @@ class LossOps:
     if reduction == "none": return self
     if reduction == "sum": return self.sum()
     if reduction == "mean": return self.mean()
-    raise SpecError("NN.LOSS.reduction", f"reduction={reduction!r} is not one of 'none', 'sum', 'mean'")
+    raise SpecValueError("NN.LOSS.reduction", f"reduction={reduction!r} is not one of 'none', 'sum', 'mean'")
 
   @staticmethod
   def _loss_checks(Y, reduction: str, label_smoothing: float = 0.0) -> Tensor:
     if reduction not in ("none", "sum", "mean"):
-      raise SpecError("NN.LOSS.reduction", f"reduction={reduction!r} is not one of 'none', 'sum', 'mean'")
+      raise SpecValueError("NN.LOSS.reduction", f"reduction={reduction!r} is not one of 'none', 'sum', 'mean'")
     if not 0.0 <= label_smoothing <= 1.0:
-      raise SpecError("NN.LOSS.smoothing", f"label_smoothing={label_smoothing} is outside [0, 1]")
+      raise SpecValueError("NN.LOSS.smoothing", f"label_smoothing={label_smoothing} is outside [0, 1]")
     return Y if isinstance(Y, Tensor) else Tensor(Y)
 
-  def _labels(self, Y: Tensor, axis: int, name: str) -> None:
-    """Class-index targets must be integers shaped like the scores without their class axis (NN.LOSS.labels)."""
-    if not dtypes.is_int(Y.dtype): raise SpecError("NN.LOSS.labels", f"{name}: labels must be integers, not "
+  def _labels(self, Y: Tensor, axis: int, name: str, ignore: int | None = None) -> None:
+    """Class-index targets must be integers shaped like the scores without their class axis (NN.LOSS.labels); with
+    CHECK_INDEX=1 each one not `ignore` lies in [0, C) (NN.LOSS.labels.range, API.INDEX.checked)."""
+    if not dtypes.is_int(Y.dtype): raise SpecTypeError("NN.LOSS.labels", f"{name}: labels must be integers, not "
                                                    f"{Y.dtype!r}")
     want = self.shape[:axis] + self.shape[axis + 1:]
-    if Y.shape != want: raise SpecError("NN.LOSS.labels", f"{name}: labels of shape {Y.shape} for scores of shape "
+    if Y.shape != want: raise SpecRuntimeError("NN.LOSS.labels",
+                                               f"{name}: labels of shape {Y.shape} for scores of shape "
                                         f"{self.shape} (want {want})")
+    if checked_indices():
+      check_index_range(Y, self.shape[axis], "NN.LOSS.labels.range", f"{name}: label", ignore=ignore)
 
   def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0,
                                       reduction: str = "mean") -> Tensor:
@@ -38,8 +43,8 @@ class LossOps:
     (NN.LOSS.sparse_categorical_crossentropy): -((1-ls) log_softmax[label] + ls mean(log_softmax)). Labels equal to
     ignore_index count nowhere: their loss is 0 and "mean" divides by the number of the others."""
     Y = Tensor._loss_checks(Y, reduction, label_smoothing)
-    if self.ndim == 0: raise SpecError("NN.LOSS.labels", "scores need a class axis")
-    self._labels(Y, self.ndim - 1, "sparse_categorical_crossentropy")
+    if self.ndim == 0: raise SpecValueError("NN.LOSS.labels", "scores need a class axis")
+    self._labels(Y, self.ndim - 1, "sparse_categorical_crossentropy", ignore_index)
     logp = self.log_softmax(-1)
     per = self._smoothed_nll(logp, Y, self.ndim - 1, label_smoothing)
     keep = Y != ignore_index
@@ -59,11 +64,12 @@ class LossOps:
     Integer Y holds class indices (the scores' shape without the class axis); float Y holds class probabilities (the
     scores' shape), mixed with the uniform distribution by label_smoothing."""
     Y = Tensor._loss_checks(Y, reduction, label_smoothing)
-    if self.ndim == 0: raise SpecError("NN.LOSS.labels", "scores need a class axis")
+    if self.ndim == 0: raise SpecValueError("NN.LOSS.labels", "scores need a class axis")
     axis = 1 if self.ndim > 1 else 0
     logp = self.log_softmax(axis)
     if dtypes.is_float(Y.dtype):
-      if Y.shape != self.shape: raise SpecError("NN.LOSS.shape", f"cross_entropy: probabilities of shape {Y.shape}"
+      if Y.shape != self.shape: raise SpecRuntimeError("NN.LOSS.shape",
+                                                       f"cross_entropy: probabilities of shape {Y.shape}"
                                                 f" for scores of shape {self.shape}")
       Y = Y * (1 - label_smoothing) + label_smoothing / self.shape[axis] if label_smoothing else Y
       return (-(logp * Y).sum(axis))._loss_reduce(reduction)
@@ -76,12 +82,12 @@ class LossOps:
     labels, each weighted by weight[label] (NN.LOSS.nll_loss). "mean" divides by the sum of the weights of the
     labels that are not ignore_index, as torch does."""
     Y = Tensor._loss_checks(Y, reduction)
-    if self.ndim == 0: raise SpecError("NN.LOSS.labels", "log-probabilities need a class axis")
+    if self.ndim == 0: raise SpecValueError("NN.LOSS.labels", "log-probabilities need a class axis")
     axis = 1 if self.ndim > 1 else 0
-    self._labels(Y, axis, "nll_loss")
+    self._labels(Y, axis, "nll_loss", ignore_index)
     n = self.shape[axis]
     if weight is not None and weight.shape != (n,):
-      raise SpecError("NN.LOSS.shape", f"nll_loss: weight of shape {weight.shape} for {n} classes")
+      raise SpecRuntimeError("NN.LOSS.shape", f"nll_loss: weight of shape {weight.shape} for {n} classes")
     hit = Y._class_mask(n, axis)
     w = Tensor.ones(Y.shape, dtype=self.dtype, device=self.device) if weight is None else \
         hit.where(weight.cast(self.dtype).reshape(tuple(n if i == axis else 1 for i in range(self.ndim))), 0).sum(axis)
@@ -95,7 +101,8 @@ class LossOps:
     """-(Y log x + (1-Y) log(1-x)) for probabilities x, each log clamped below at -100 as torch does, so x = 0 or 1
     gives a finite loss (NN.LOSS.binary_crossentropy)."""
     Y = Tensor._loss_checks(Y, reduction)
-    if Y.shape != self.shape: raise SpecError("NN.LOSS.shape", f"binary_crossentropy: targets of shape {Y.shape} "
+    if Y.shape != self.shape: raise SpecRuntimeError("NN.LOSS.shape",
+                                                     f"binary_crossentropy: targets of shape {Y.shape} "
                                               f"for probabilities of shape {self.shape}")
     # torch: max(log(x), -100) and max(log1p(-x), -100). Where the log is -inf the value is -100 taken by WHERE, and
     # the log sees a harmless stand-in, so that its gradient is 0, not 0 * inf = NaN. NaN still propagates.
@@ -110,7 +117,7 @@ class LossOps:
     (1-Y) x + (1 + (pos_weight-1) Y) softplus(-x), softplus(z) = max(z, 0) + log1p(exp(-|z|))
     (NN.LOSS.binary_crossentropy_logits). pos_weight (broadcast along the last axis) weighs the positive term."""
     Y = Tensor._loss_checks(Y, reduction)
-    if Y.shape != self.shape: raise SpecError("NN.LOSS.shape", f"binary_crossentropy_logits: targets of shape "
+    if Y.shape != self.shape: raise SpecRuntimeError("NN.LOSS.shape", f"binary_crossentropy_logits: targets of shape "
                                               f"{Y.shape} for logits of shape {self.shape}")
     scale = 1 if pos_weight is None else 1 + (pos_weight - 1) * Y
     return ((1 - Y) * self + scale * (-self)._softplus_stable())._loss_reduce(reduction)

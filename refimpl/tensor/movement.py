@@ -7,9 +7,10 @@ from typing import Sequence
 
 
 from refimpl.dtype import least_upper_dtype
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecRuntimeError, SpecValueError
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
+from refimpl.tensor import validate
 from refimpl.tensor.args import _axis, _shape_arg
 from refimpl.tensor.core import Tensor
 
@@ -21,26 +22,39 @@ class MovementOps:
     shape = tuple(shape) + args if isinstance(shape, (tuple, list)) else (shape, *args)
     if any(s is None for s in shape):
       if any(s is None and i >= self.ndim for i, s in enumerate(shape)):
-        raise SpecError("TENSOR.RESHAPE.none", f"None in {shape} at an axis that shape {self.shape} lacks")
+        raise SpecValueError("TENSOR.RESHAPE.none", f"None in {shape} at an axis that shape {self.shape} lacks")
       shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
-    shape = _shape_arg(shape)
-    if shape.count(-1) > 1: raise SpecError("UOP.RESHAPE", f"only one -1 allowed in {shape}")
+    shape = validate.shape(shape, infer=True)
+    if shape.count(-1) > 1: raise SpecValueError("API.ARGS.infer", f"shape={shape}: only one -1 allowed")
     if -1 in shape:
       known = math.prod(s for s in shape if s != -1)
-      if known == 0 or self.numel() % known: raise SpecError("UOP.RESHAPE", f"cannot reshape {self.shape} to {shape}")
+      if known == 0 or self.numel() % known:
+        raise SpecValueError("UOP.RESHAPE", f"cannot reshape {self.shape} to shape={shape}")
       shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+    if math.prod(shape) != self.numel():   # UOP.RESHAPE: the element count stays
+      raise SpecValueError("UOP.RESHAPE", f"cannot reshape {self.shape} ({self.numel()} elements) to shape={shape}")
     return self if shape == self.shape else self._mov(Ops.RESHAPE, shape)
 
   def expand(self, *shape) -> Tensor:
     """Broadcast size-1 axes (and new leading axes) to `shape`; -1 keeps an axis."""
-    shape = _shape_arg(shape)
+    shape = validate.shape(shape, infer=True)
+    if len(shape) < self.ndim:
+      raise SpecValueError("UOP.EXPAND", f"cannot expand {self.shape} to fewer dims, shape={shape}")
+    if -1 in shape[:len(shape) - self.ndim]:
+      raise SpecValueError("API.ARGS.infer", f"shape={shape}: -1 keeps an existing axis, a new one needs its size")
     shape = tuple(s if n == -1 else n for s, n in zip((1,) * (len(shape) - self.ndim) + self.shape, shape))
+    old = (1,) * (len(shape) - self.ndim) + self.shape
+    if any(s != n and s != 1 for s, n in zip(old, shape)):   # UOP.EXPAND: only size-1 axes stretch
+      raise SpecValueError("UOP.EXPAND", f"cannot expand {self.shape} to shape={shape}: only axes of size 1 grow")
     t = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) > self.ndim else self
     return t if shape == t.shape else t._mov(Ops.EXPAND, shape)
 
   def permute(self, *order) -> Tensor:
     """Reorder the axes."""
-    order = tuple(a % self.ndim for a in _shape_arg(order)) if self.ndim else ()
+    if len(order) == 1 and isinstance(order[0], (tuple, list)): order = tuple(order[0])
+    order = validate.axes(order, self.ndim, "order") if self.ndim or order else ()
+    if len(order) != self.ndim:   # UOP.PERMUTE: a permutation of every axis
+      raise SpecValueError("UOP.PERMUTE", f"order={order} must name each of the {self.ndim} axes once")
     return self if order == tuple(range(self.ndim)) else self._mov(Ops.PERMUTE, order)
 
   def pad(self, padding, mode: str = "constant", value=0.0) -> Tensor:
@@ -50,7 +64,7 @@ class MovementOps:
     pads = _pad_groups(padding, self.ndim)
     if mode == "constant": return self._pad_constant(pads, value)
     if mode in ("reflect", "replicate", "circular"): return self._pad_mode(pads, mode)
-    raise SpecError("TENSOR.PAD.mode", f"mode={mode!r} is not constant, reflect, replicate or circular")
+    raise SpecValueError("TENSOR.PAD.mode", f"mode={mode!r} is not constant, reflect, replicate or circular")
 
   def _mov_pad(self, pads: tuple[tuple[int, int], ...]) -> Tensor:
     """The PAD node itself: zeros around, amounts >= 0 (UOP.PAD)."""
@@ -58,17 +72,24 @@ class MovementOps:
 
   def shrink(self, arg: Sequence[tuple[int, int] | None]) -> Tensor:
     """Keep [start, end) of each axis (None keeps the whole axis)."""
-    bounds = tuple((0, n) if b is None else (int(b[0]), int(b[1])) for b, n in zip(arg, self.shape))
+    arg = tuple(arg)
+    if len(arg) != self.ndim: raise SpecValueError("UOP.SHRINK", f"shrink {arg} for {self.ndim} axes")
+    bounds = tuple((0, n) if b is None else (validate.integer(b[0], "shrink"), validate.integer(b[1], "shrink"))
+                   for b, n in zip(arg, self.shape))
+    if any(not 0 <= lo <= hi <= n for (lo, hi), n in zip(bounds, self.shape)):   # UOP.SHRINK
+      raise SpecValueError("UOP.SHRINK", f"shrink {bounds} is not within the shape {self.shape}")
     return self if all(b == (0, n) for b, n in zip(bounds, self.shape)) else self._mov(Ops.SHRINK, bounds)
 
   def flip(self, axis) -> Tensor:
     """Reverse the order along `axis`."""
-    axes = {a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis)}
+    axes = set(validate.axes(axis, self.ndim))
     return self._mov(Ops.FLIP, tuple(i in axes for i in range(self.ndim)))
 
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
     """Swap axes dim0 and dim1."""
     order = list(range(self.ndim))
+    dim0, dim1 = _axis(dim0, self.ndim, "dim0"), _axis(dim1, self.ndim, "dim1")
+    if not self.ndim: return self
     order[dim0], order[dim1] = order[dim1], order[dim0]
     return self.permute(order)
 
@@ -92,8 +113,7 @@ class MovementOps:
   def squeeze(self, dim=None) -> Tensor:
     """Drop size-1 axes: all of them, or those of `dim` (an int or tuple); a named axis of another size stays."""
     if dim is None: drop = {i for i, n in enumerate(self.shape) if n == 1}
-    else: drop = {d for d in (_axis(a, self.ndim) for a in ((dim,) if isinstance(dim, int) else dim))
-                  if self.shape[d] == 1} if self.ndim else set()
+    else: drop = {d for d in validate.axes(dim, self.ndim, "dim") if self.ndim and self.shape[d] == 1}
     return self.reshape(tuple(n for i, n in enumerate(self.shape) if i not in drop))
 
   def unsqueeze(self, dim: int) -> Tensor:
@@ -110,12 +130,13 @@ class MovementOps:
   def unflatten(self, dim: int, sizes) -> Tensor:
     """Split axis `dim` into `sizes` (one entry may be -1, inferred from that axis alone as torch does, so that a
     0-size axis elsewhere does not make it ambiguous)."""
-    d = _axis(dim, self.ndim)
-    sizes = tuple(sizes)
+    d = _axis(dim, self.ndim, "dim")
+    sizes = validate.shape(tuple(sizes), "sizes", infer=True)
+    if sizes.count(-1) > 1: raise SpecValueError("API.ARGS.infer", f"sizes={sizes}: only one -1 allowed")
     if sizes.count(-1) == 1:
       known = math.prod(s for s in sizes if s != -1)
       if known == 0 or self.shape[d] % known:
-        raise SpecError("UOP.RESHAPE", f"cannot unflatten axis of size {self.shape[d]} into {sizes}")
+        raise SpecValueError("UOP.RESHAPE", f"cannot unflatten axis of size {self.shape[d]} into {sizes}")
       sizes = tuple(self.shape[d] // known if s == -1 else s for s in sizes)
     return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
 
@@ -125,10 +146,12 @@ class MovementOps:
     `Tensor.cat([a, b])` (a sequence first) is `a.cat(b)` (TENSOR.CAT.sequence)."""
     ts = _tensors(self, args)
     self = ts[0]
-    d = _axis(dim, self.ndim)
+    if not all(isinstance(t, Tensor) for t in ts):
+      raise validate.SpecTypeError("TENSOR.CAT", f"cat joins Tensors, got {[type(t).__name__ for t in ts]}")
+    d = _axis(dim, self.ndim, "dim")
     for t in ts:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
-        raise SpecError("UOP.PAD", f"cat: shapes {[t.shape for t in ts]} differ outside dim {d}")
+        raise SpecRuntimeError("TENSOR.CAT", f"cat: shapes {[t.shape for t in ts]} differ outside dim {d}")
     dt = least_upper_dtype(*(t.dtype for t in ts))
     total = sum(t.shape[d] for t in ts)
     pieces, off = [], 0
@@ -148,29 +171,36 @@ class MovementOps:
     """Join equal-shape tensors along a new axis `dim`; `Tensor.stack((a, b))` is `a.stack(b)` (TENSOR.CAT.sequence)."""
     ts = _tensors(self, args)
     if any(t.shape != ts[0].shape for t in ts):
-      raise SpecError("UOP.PAD", f"stack: shapes {[t.shape for t in ts]} differ")
-    d = _axis(dim, ts[0].ndim + 1)
+      raise SpecRuntimeError("TENSOR.CAT", f"stack: shapes {[t.shape for t in ts]} differ")
+    d = _axis(dim, ts[0].ndim + 1, "dim")
     return Tensor.cat(*(t.unsqueeze(d) for t in ts), dim=d)
 
   def split(self, sizes, dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces along `dim`: of `sizes` each (an int; the last may be shorter) or of the listed sizes."""
-    d = _axis(dim, self.ndim)
-    n = self.shape[d]
-    if isinstance(sizes, int): sizes = [min(sizes, n - i) for i in range(0, n, sizes)] if n else [0]
-    if sum(sizes) != n: raise SpecError("UOP.SHRINK", f"split sizes {sizes} do not add up to {n}")
+    d = _axis(dim, self.ndim, "dim")
+    n = self.shape[d] if self.ndim else 0
+    if not self.ndim: raise SpecValueError("TENSOR.SPLIT", "split of a 0-d tensor: it has no axis to cut")
+    if not isinstance(sizes, (list, tuple)):
+      sizes = validate.size(sizes, "sizes", "TENSOR.SPLIT")
+      if sizes == 0 and n: raise SpecValueError("TENSOR.SPLIT", f"sizes=0 for an axis of {n}: pieces need a size >= 1")
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] if n else [0]
+    sizes = [validate.size(s, "sizes", "TENSOR.SPLIT") for s in sizes]
+    if sum(sizes) != n: raise SpecValueError("TENSOR.SPLIT", f"split sizes {sizes} do not add up to {n}")
     offs = [sum(sizes[:i]) for i in range(len(sizes))]
     return tuple(self.shrink(tuple((o, o + s) if i == d else None for i in range(self.ndim)))
                  for o, s in zip(offs, sizes))
 
   def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """At most `chunks` pieces of ceil(n / chunks) along `dim` (torch.chunk)."""
-    n = self.shape[_axis(dim, self.ndim)]
+    chunks = validate.positive(chunks, "chunks", "TENSOR.SPLIT")
+    n = self.shape[_axis(dim, self.ndim, "dim")] if self.ndim else 0
     return self.split(max(1, -(-n // chunks)), dim)
 
   def repeat(self, repeats, *args) -> Tensor:
     """Tile: axis i repeated repeats[i] times (torch.Tensor.repeat; extra leading repeats add axes)."""
-    reps = _shape_arg((repeats, *args) if args else (repeats,) if isinstance(repeats, int) else (repeats,))
-    if len(reps) < self.ndim: raise SpecError("UOP.EXPAND", f"repeat: {len(reps)} repeats for {self.ndim} dims")
+    reps = _shape_arg((repeats, *args) if args else (repeats,), "repeats")
+    if len(reps) < self.ndim:
+      raise SpecValueError("API.ARGS.count", f"repeat: {len(reps)} repeats for {self.ndim} dims")
     shape = (1,) * (len(reps) - self.ndim) + self.shape
     # interleave a broadcast axis before each axis: (r0, s0, r1, s1, ...) then merge the pairs
     x = self.reshape(tuple(v for n in shape for v in (1, n)))
@@ -191,8 +221,9 @@ class MovementOps:
 def _tensors(first, rest) -> tuple[Tensor, ...]:
   """cat/stack's operands: `first, *rest`, or the sequence `first` when it is one (and nothing follows it)."""
   if isinstance(first, (list, tuple)):
-    if rest: raise SpecError("TENSOR.CAT.sequence", "give the tensors either as one sequence or one by one")
-    if not first: raise SpecError("TENSOR.CAT.sequence", "no tensors to join")
+    if rest: raise validate.SpecTypeError("TENSOR.CAT.sequence",
+                                          "give the tensors either as one sequence or one by one")
+    if not first: raise SpecValueError("TENSOR.CAT.sequence", "no tensors to join")
     return tuple(first)
   return (first, *rest)
 
@@ -203,8 +234,11 @@ def _pad_groups(padding, ndim: int) -> tuple[tuple[int, int], ...]:
   padding = tuple(padding)
   if all(isinstance(p, int) and not isinstance(p, bool) for p in padding) and padding:
     if len(padding) % 2 or len(padding) > 2 * ndim:
-      raise SpecError("TENSOR.PAD.flat", f"flat padding {padding} needs an even count of at most {2 * ndim}")
+      raise SpecValueError("TENSOR.PAD.flat", f"flat padding {padding} needs an even count of at most {2 * ndim}")
     pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
     return ((0, 0),) * (ndim - len(pairs)) + tuple(pairs)
-  if len(padding) != ndim: raise SpecError("TENSOR.PAD", f"padding {padding} for {ndim} axes")
-  return tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+  if len(padding) != ndim: raise SpecValueError("TENSOR.PAD", f"padding {padding} for {ndim} axes")
+  if any(p is not None and (not isinstance(p, (tuple, list)) or len(p) != 2) for p in padding):
+    raise SpecValueError("TENSOR.PAD", f"padding {padding}: each axis takes None or a (before, after) pair")
+  return tuple((0, 0) if p is None else (validate.integer(p[0], "padding"), validate.integer(p[1], "padding"))
+               for p in padding)

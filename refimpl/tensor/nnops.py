@@ -7,8 +7,10 @@ from typing import Sequence
 
 
 from refimpl.dtype import DTypeLike, dtypes, least_upper_dtype, least_upper_float
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecRuntimeError, SpecTypeError, SpecValueError
+from refimpl.tensor import validate
 from refimpl.tensor.args import _axis, _conv_padding, _tuple
+from refimpl.tensor.checked import check_index_range, checked_indices
 from refimpl.tensor.core import Tensor
 
 
@@ -32,13 +34,18 @@ class NNOps:
     (last axis first: (left, right, top, bottom)). Built as im2col: pad, sliding windows by movement ops,
     broadcast multiply with the weight and a sum over (Cin // groups, *kernel). A negative padding amount cuts that
     side instead (TENSOR.CONV.negative-padding, through pad's TENSOR.PAD.negative)."""
+    validate.kind(isinstance(weight, Tensor), "NN.CONV.args", f"weight must be a Tensor, not {type(weight).__name__}")
+    if weight.ndim < 3 or self.ndim != weight.ndim:   # NN.CONV.args: (N, Cin, *spatial) and (Cout, Cin/g, *kernel)
+      raise SpecRuntimeError("NN.CONV.args", f"conv2d: input {self.shape} and weight {weight.shape} need the same "
+                             "number of dims, at least 3")
+    groups = validate.positive(groups, "groups")
     ks = weight.shape[2:]
     m = len(ks)
     bs, cin = self.shape[:2]
     cout, cpg = weight.shape[:2]
-    if cin != cpg * groups or cout % groups: raise SpecError("UOP.RESHAPE", f"conv2d: input {self.shape} with "
+    if cin != cpg * groups or cout % groups: raise SpecRuntimeError("UOP.RESHAPE", f"conv2d: input {self.shape} with "
                                                              f"weight {weight.shape} and groups={groups}")
-    st, dl = _tuple(stride, m), _tuple(dilation, m)
+    st, dl = _tuple(stride, m, "stride"), _tuple(dilation, m, "dilation")
     pads = _conv_padding(padding, m)
     return self.pad(((0, 0), (0, 0), *pads))._conv(weight, bias, groups, st, dl, dtype)
 
@@ -66,19 +73,20 @@ class NNOps:
     bool mask keeps the positions where it is True, a float mask is added; `is_causal` keeps j <= i. enable_gqa
     shares each key/value head among query heads (axis -3) by repeat_interleave (TENSOR.ATTENTION.gqa)."""
     if self.ndim < 2 or key.ndim < 2 or value.ndim < 2:
-      raise SpecError("NN.ATTENTION", f"query, key and value need at least 2 axes, got {self.shape}, {key.shape}, "
+      raise SpecValueError("NN.ATTENTION", f"query, key and value need at least 2 axes, got {self.shape}, {key.shape}, "
                       f"{value.shape}")
     if enable_gqa:
       if min(self.ndim, key.ndim, value.ndim) < 3 or key.shape[-3] != value.shape[-3] or key.shape[-3] == 0 \
          or self.shape[-3] % key.shape[-3]:
-        raise SpecError("TENSOR.ATTENTION.gqa", f"query heads {self.shape[-3:-2]} must be a multiple of the key and "
+        raise SpecRuntimeError("TENSOR.ATTENTION.gqa",
+                               f"query heads {self.shape[-3:-2]} must be a multiple of the key and "
                         f"value heads {key.shape[-3:-2]}, {value.shape[-3:-2]} (axis -3)")
       group = self.shape[-3] // key.shape[-3]
       key, value = key.repeat_interleave(group, -3), value.repeat_interleave(group, -3)
     if self.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-      raise SpecError("NN.ATTENTION", f"query {self.shape}, key {key.shape} and value {value.shape} do not fit")
+      raise SpecRuntimeError("NN.ATTENTION", f"query {self.shape}, key {key.shape} and value {value.shape} do not fit")
     if is_causal:
-      if attn_mask is not None: raise SpecError("NN.ATTENTION", "give either attn_mask or is_causal, not both")
+      if attn_mask is not None: raise SpecValueError("NN.ATTENTION", "give either attn_mask or is_causal, not both")
       n, m = self.shape[-2], key.shape[-2]
       attn_mask = Tensor.arange(n, device=self.device).reshape(n, 1) >= Tensor.arange(m, device=self.device)
     scores = self.matmul(key.transpose(-1, -2)) * (1.0 / math.sqrt(self.shape[-1]))
@@ -99,9 +107,13 @@ class NNOps:
     """A new last axis of size num_classes holding 1 at each label and 0 elsewhere, in the default int dtype
     (NN.ONE_HOT). num_classes=-1 takes max + 1, which realizes the labels. A label outside [0, num_classes) gives a
     row of zeros (torch raises)."""
-    if not dtypes.is_int(self.dtype): raise SpecError("NN.ONE_HOT", f"labels must be integers, not {self.dtype!r}")
+    if not dtypes.is_int(self.dtype): raise SpecTypeError("NN.ONE_HOT", f"labels must be integers, not {self.dtype!r}")
+    num_classes = validate.integer(num_classes, "num_classes", "NN.ONE_HOT")
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
-    if num_classes < 0: raise SpecError("NN.ONE_HOT", f"num_classes={num_classes} is negative")
+    if num_classes != -1 and num_classes < 0: raise SpecValueError("NN.ONE_HOT", f"num_classes={num_classes} is "
+                                                                   "negative (-1: infer it from the labels)")
+    if checked_indices(): check_index_range(self, num_classes, "NN.ONE_HOT.range", "one_hot label")
+    if num_classes < 0: raise SpecValueError("NN.ONE_HOT", f"num_classes={num_classes} is negative")
     return self._class_mask(num_classes, self.ndim).where(1, 0)
 
   def _class_mask(self, n: int, axis: int) -> Tensor:
@@ -119,20 +131,23 @@ class NNOps:
     ks = weight.shape[2:]
     m = len(ks)
     if m == 0 or self.ndim != m + 2:
-      raise SpecError("NN.CONV_TRANSPOSE", f"input {self.shape} does not match weight {weight.shape}")
+      raise SpecRuntimeError("NN.CONV_TRANSPOSE", f"input {self.shape} does not match weight {weight.shape}")
     cin, cpg = weight.shape[:2]
-    if groups < 1 or self.shape[1] != cin or cin % groups:
-      raise SpecError("NN.CONV_TRANSPOSE", f"input {self.shape} with weight {weight.shape} and groups={groups}")
-    st, dl, pd, op = (_tuple(v, m) for v in (stride, dilation, padding, output_padding))
+    groups = validate.positive(groups, "groups")
+    if self.shape[1] != cin or cin % groups:
+      raise SpecRuntimeError("NN.CONV_TRANSPOSE", f"input {self.shape} with weight {weight.shape} and groups={groups}")
+    st, dl = _tuple(stride, m, "stride"), _tuple(dilation, m, "dilation")
+    pd, op = _tuple(padding, m, "padding", least=0), _tuple(output_padding, m, "output_padding", least=0)
     if any(len(t) != m for t in (st, dl, pd, op)) or min(st + dl) < 1 or min(pd + op) < 0:
-      raise SpecError("NN.CONV_TRANSPOSE", f"stride {stride}, dilation {dilation}, padding {padding} and "
+      raise SpecValueError("NN.CONV_TRANSPOSE", f"stride {stride}, dilation {dilation}, padding {padding} and "
                       f"output_padding {output_padding} for {m} spatial axes")
     # torch: the extra output rows must lie within one stride (or one dilation) of the last computed one
     if any(o >= max(s, d) for o, s, d in zip(op, st, dl)):
-      raise SpecError("NN.CONV_TRANSPOSE", f"output_padding {op} must be smaller than stride {st} or dilation {dl}")
+      raise SpecValueError("NN.CONV_TRANSPOSE",
+                           f"output_padding {op} must be smaller than stride {st} or dilation {dl}")
     out = [(n - 1) * s - 2 * p + d * (k - 1) + o + 1 for n, s, p, d, k, o in zip(self.shape[2:], st, pd, dl, ks, op)]
     if min(out) < 1 or min(self.shape[2:]) < 1:
-      raise SpecError("NN.CONV_TRANSPOSE", f"input {self.shape} gives the empty output size {out}")
+      raise SpecValueError("NN.CONV_TRANSPOSE", f"input {self.shape} gives the empty output size {out}")
     # the spread and padded zeros are marked invalid, so that they add nothing even against an infinite weight
     # (torch scatters only the input's own products)
     x, valid = self, Tensor.full(self.shape, True, device=self.device)
@@ -163,7 +178,7 @@ class NNOps:
     (NN.DROPOUT); otherwise, or for p = 0, the tensor itself. The mask is drawn with Tensor.rand, so manual_seed makes
     it reproducible, and it is a constant to differentiation. As in torch the input is multiplied by the mask, so a
     dropped NaN or infinity still gives NaN."""
-    if not 0 <= p <= 1: raise SpecError("NN.DROPOUT", f"p={p} is outside [0, 1]")
+    if not 0 <= p <= 1: raise SpecValueError("NN.DROPOUT", f"p={p} is outside [0, 1]")
     if not Tensor.training or p == 0: return self
     if p == 1: return self * 0
     keep = Tensor.rand(*self.shape, device=self.device) >= p
@@ -187,11 +202,11 @@ class NNOps:
     d = _axis(dim, self.ndim) if self.ndim else None
     a = x.abs()
     if p == 0: norm = (x != 0).sum(d, keepdim=True).cast(x.dtype)
-    elif p == math.inf: norm = a.max(d, keepdim=True)
+    elif p == math.inf: norm = a._max(d, keepdim=True)
     elif p == 1: norm = a.sum(d, keepdim=True)
     elif p == 2: norm = _safe_root((a * a).sum(d, keepdim=True), Tensor.sqrt)
     elif p > 0: norm = _safe_root(a.pow(p).sum(d, keepdim=True), lambda s: s.pow(1 / p))
-    else: raise SpecError("TENSOR.NORMALIZE", f"p={p} must be >= 0")
+    else: raise SpecValueError("TENSOR.NORMALIZE", f"p={p} must be >= 0")
     return (x / norm.maximum(eps)).cast(out_dt)
 
   def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor, axis=1) -> Tensor:
@@ -201,7 +216,7 @@ class NNOps:
     shape = tuple(n if i in axes else 1 for i, n in enumerate(self.shape))
     def along(t: Tensor, name: str) -> Tensor:
       if t.numel() != math.prod(shape):
-        raise SpecError("NN.BATCHNORM.F", f"{name} of shape {t.shape} for axes {axes} of {self.shape}")
+        raise SpecRuntimeError("NN.BATCHNORM.F", f"{name} of shape {t.shape} for axes {axes} of {self.shape}")
       return t.reshape(shape)
     x = self - along(mean, "mean")
     x = x * (invstd if invstd.shape == self.shape else along(invstd, "invstd"))

@@ -7,9 +7,10 @@ import math
 from fractions import Fraction
 
 from refimpl.dtype import dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecRuntimeError, SpecTypeError, SpecValueError
 from refimpl.uop import Ops
 from refimpl.tensor.args import _BITS_INT, _conv_padding, _tuple
+from refimpl.tensor.checked import check_index_range, checked_indices
 from refimpl.tensor.core import Tensor
 
 
@@ -28,16 +29,24 @@ def _first(mask: Tensor, last: bool = False) -> Tensor:
   """`mask` keeping only its first (or last) True along the last axis."""
   k = mask.shape[-1]
   rank = Tensor.arange(1, k + 1, device=mask.device) if last else Tensor.arange(k, 0, -1, device=mask.device)
-  return mask & (mask.where(rank, 0).max(-1, keepdim=True) == rank)
+  return mask & (mask.where(rank, 0)._max(-1, keepdim=True) == rank)
 
 
 class PoolingOps:
   def _pool_setup(self, kernel_size, stride, dilation, padding, ceil_mode):
-    ks = _tuple(kernel_size, 2)
+    """Kernel sizes, strides and dilations >= 1 (API.ARGS.positive), one per pooled axis (API.ARGS.count), and paddings
+    from 0 to half the kernel (API.ARGS.pool-padding, torch's bound)."""
+    ks = _tuple(kernel_size, len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2, "kernel_size")
     m = len(ks)
-    st = _tuple(stride if stride is not None else ks, m)
-    dl = _tuple(dilation, m)
+    if m > self.ndim: raise SpecValueError("API.ARGS.count", f"kernel_size={kernel_size} pools {m} axes of a tensor of "
+                                           f"shape {self.shape}")
+    st = _tuple(stride if stride is not None else ks, m, "stride")
+    dl = _tuple(dilation, m, "dilation")
     pads = _conv_padding(padding, m)
+    for k, (pb, pa) in zip(ks, pads):
+      if not (0 <= pb <= k // 2 and 0 <= pa <= k // 2):
+        raise SpecValueError("API.ARGS.pool-padding", f"padding={padding} for kernel_size={kernel_size}: each amount "
+                             "must be from 0 to half the kernel size")
     extra = []
     for n, k, s, d, (pb, pa) in zip(self.shape[-m:], ks, st, dl, pads):
       span = n + pb + pa - d * (k - 1) - 1
@@ -60,13 +69,13 @@ class PoolingOps:
     inside = Tensor.full(self.shape, True, device=self.device).pad(full)
     x = inside.where(self.pad(full), dtypes.min(self.dtype))
     w = x._pool(ks, st, dl)
-    if not dtypes.is_float(self.dtype) and not return_indices: return w.max(tuple(range(-m, 0)))
+    if not dtypes.is_float(self.dtype) and not return_indices: return w._max(tuple(range(-m, 0)))
     w = w.reshape(w.shape[:-m] + (math.prod(ks),))
     # a padding position (-inf) never takes the gradient from an input -inf it ties with
-    hit = (w == w.max(-1, keepdim=True)) & inside._pool(ks, st, dl).reshape(w.shape)
+    hit = (w == w._max(-1, keepdim=True)) & inside._pool(ks, st, dl).reshape(w.shape)
     if dtypes.is_float(self.dtype):
       nan = w.isnan()
-      one = nan.max(-1, keepdim=True).where(_first(nan, last=True), _first(hit))
+      one = nan._max(-1, keepdim=True).where(_first(nan, last=True), _first(hit))
     else: one = _first(hit)
     values = _select(one, w)
     if not return_indices: return values
@@ -99,9 +108,10 @@ class PoolingOps:
     put at its position, zeros elsewhere (TENSOR.MAX_UNPOOL2D). Where several elements name one position the last
     one (in row-major order) is kept; a position outside the plane is dropped."""
     if self.ndim < 3 or indices.shape != self.shape:
-      raise SpecError("TENSOR.MAX_UNPOOL2D", f"input {self.shape} and indices {indices.shape} must be equal, >= 3-D")
+      raise SpecRuntimeError("TENSOR.MAX_UNPOOL2D",
+                             f"input {self.shape} and indices {indices.shape} must be equal, >= 3-D")
     if not dtypes.is_int(indices.dtype):
-      raise SpecError("TENSOR.MAX_UNPOOL2D", f"indices must be integers, not {indices.dtype!r}")
+      raise SpecTypeError("TENSOR.MAX_UNPOOL2D", f"indices must be integers, not {indices.dtype!r}")
     bs, c, *spatial = self.shape
     m = len(spatial)
     if output_size is None:
@@ -112,8 +122,9 @@ class PoolingOps:
                           for n, k, s, d, (pb, pa) in zip(spatial, ks, st, dl, pads))
     output_size = tuple(output_size)[-m:]
     if len(output_size) != m or min(output_size, default=1) < 0:
-      raise SpecError("TENSOR.MAX_UNPOOL2D", f"output size {output_size} for {m} spatial axes")
+      raise SpecValueError("TENSOR.MAX_UNPOOL2D", f"output size {output_size} for {m} spatial axes")
     plane, n = math.prod(output_size), math.prod(spatial)
+    if checked_indices(): check_index_range(indices, plane, "TENSOR.MAX_UNPOOL2D.range", "max_unpool2d index")
     hit = indices.reshape(bs, c, 1, n) == Tensor.arange(plane, device=self.device).reshape(plane, 1)
     return _select(_first(hit, last=True), self.reshape(bs, c, 1, n)).reshape(bs, c, *output_size)
 
@@ -124,13 +135,13 @@ class PoolingOps:
     x[floor((i+1/2)*in/out)] (TENSOR.INTERPOLATE). The result has the input's dtype."""
     size = tuple(size) if isinstance(size, (tuple, list)) else (size,)
     if not 0 < len(size) <= self.ndim or not all(isinstance(s, int) and s >= 1 for s in size):
-      raise SpecError("TENSOR.INTERPOLATE", f"size={size} for shape {self.shape}: 1 to {self.ndim} sizes >= 1")
+      raise SpecValueError("TENSOR.INTERPOLATE", f"size={size} for shape {self.shape}: 1 to {self.ndim} sizes >= 1")
     if mode not in ("linear", "nearest", "nearest-exact"):
-      raise SpecError("TENSOR.INTERPOLATE.mode", f"mode={mode!r} is not linear, nearest or nearest-exact")
+      raise SpecValueError("TENSOR.INTERPOLATE.mode", f"mode={mode!r} is not linear, nearest or nearest-exact")
     if align_corners and mode != "linear":
-      raise SpecError("TENSOR.INTERPOLATE.mode", "align_corners needs mode='linear'")
+      raise SpecValueError("TENSOR.INTERPOLATE.mode", "align_corners needs mode='linear'")
     if min(self.shape[-len(size):]) < 1:
-      raise SpecError("TENSOR.INTERPOLATE", f"cannot resample the empty axes of {self.shape}")
+      raise SpecValueError("TENSOR.INTERPOLATE", f"cannot resample the empty axes of {self.shape}")
     ct = least_upper_dtype(self.dtype, dtypes.float32) if dtypes.is_float(self.dtype) else dtypes.default_float
     x = self
     for ax in range(self.ndim - 1, self.ndim - len(size) - 1, -1):

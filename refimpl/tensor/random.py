@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from refimpl.dtype import DTypeLike, dtypes, to_dtype
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecTypeError, SpecValueError
 from refimpl.tensor.args import _shape_arg
 from refimpl.tensor.core import Tensor
 
@@ -33,7 +33,7 @@ class RandomOps:
     """Uniform samples in [0, 1) of a float dtype (default float). The values are made on the host, so the result
     is a buffer whatever `contiguous` says (TENSOR.RAND.contiguous)."""
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-    if not dtypes.is_float(dt): raise SpecError("TENSOR.RAND.dtype", f"rand makes floats, dtype={dt!r} is not one")
+    if not dtypes.is_float(dt): raise SpecTypeError("TENSOR.RAND.dtype", f"rand makes floats, dtype={dt!r} is not one")
     vals = Tensor._rng().random(_shape_arg(shape), dtype=np.float64 if dt == dtypes.float64 else np.float32)
     # rounding a float32 just below 1 to a narrower float can give 1.0: clamp to the largest value below 1
     if dt in (dtypes.float16, dtypes.bfloat16): vals = np.minimum(vals, 1 - 2.0 ** -(dtypes.finfo(dt)[1] + 1))
@@ -108,7 +108,7 @@ class RandomOps:
   @staticmethod
   def randperm(n: int, device=None, dtype=dtypes.int32, **kwargs) -> Tensor:
     """A uniformly random permutation of 0 .. n-1 (TENSOR.RANDPERM)."""
-    if not isinstance(n, int) or n < 0: raise SpecError("TENSOR.RANDPERM", f"n={n!r} must be an int >= 0")
+    if not isinstance(n, int) or n < 0: raise SpecValueError("TENSOR.RANDPERM", f"n={n!r} must be an int >= 0")
     return Tensor(Tensor._rng().permutation(n).astype(np.int64), device=device).cast(dtype)
 
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
@@ -116,12 +116,12 @@ class RandomOps:
     proportional to its weight: by inverse CDF of one uniform sample, and without replacement one sample at a time,
     each drawn category's weight then set to 0 (TENSOR.MULTINOMIAL). int32, as tinygrad (torch: int64)."""
     if self.ndim not in (1, 2):
-      raise SpecError("TENSOR.MULTINOMIAL.shape", f"weights must be 1-d or 2-d, got shape {self.shape}")
+      raise SpecValueError("TENSOR.MULTINOMIAL.shape", f"weights must be 1-d or 2-d, got shape {self.shape}")
     if not isinstance(num_samples, int) or num_samples < 1:
-      raise SpecError("TENSOR.MULTINOMIAL.num_samples", f"num_samples={num_samples!r} must be a positive int")
+      raise SpecValueError("TENSOR.MULTINOMIAL.num_samples", f"num_samples={num_samples!r} must be a positive int")
     w = (self.unsqueeze(0) if self.ndim == 1 else self).float()
     if not replacement and num_samples > w.shape[1]:
-      raise SpecError("TENSOR.MULTINOMIAL.num_samples", f"num_samples={num_samples} without replacement is more "
+      raise SpecValueError("TENSOR.MULTINOMIAL.num_samples", f"num_samples={num_samples} without replacement is more "
                       f"than the {w.shape[1]} categories")
     if replacement: out = w._sample_categories(num_samples)
     else:
@@ -148,7 +148,7 @@ class RandomOps:
     Built from uint32 additions (wrapping, DT.WRAP), XOR and shifts."""
     if not isinstance(seed, Tensor): seed = Tensor(seed, device=self.device, dtype=dtypes.uint64)
     if self.dtype != dtypes.uint64 or seed.dtype != dtypes.uint64:
-      raise SpecError("TENSOR.THREEFRY.dtype", f"threefry takes uint64 counters and key, got {self.dtype!r} and "
+      raise SpecTypeError("TENSOR.THREEFRY.dtype", f"threefry takes uint64 counters and key, got {self.dtype!r} and "
                       f"{seed.dtype!r}")
     u32 = dtypes.uint32
     x, key = self._broadcasted(seed)
@@ -181,7 +181,7 @@ class RandomOps:
     the counter advanced by i, then threefry of the counters 0 .. h-1 paired with h .. 2h-1 (h = ceil(chunk / 2))."""
     if tuple(key.shape) != (2,) or tuple(counter.shape) != (2,) or key.dtype != dtypes.uint32 or \
        counter.dtype != dtypes.uint32:
-      raise SpecError("TENSOR.RANDOM_BITS", f"key and counter must be (2,) uint32 tensors, got {key.shape} "
+      raise SpecValueError("TENSOR.RANDOM_BITS", f"key and counter must be (2,) uint32 tensors, got {key.shape} "
                       f"{key.dtype!r} and {counter.shape} {counter.dtype!r}")
     u32 = dtypes.uint32
     low, high = counter.shrink(((0, 1),)), counter.shrink(((1, 2),))

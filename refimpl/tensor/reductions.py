@@ -6,7 +6,8 @@ import math
 
 
 from refimpl.dtype import DTypeLike, dtypes, least_upper_float, sum_acc_dtype, to_dtype
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecIndexError, SpecValueError
+from refimpl.tensor import validate
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 from refimpl.tensor.args import _axis
@@ -15,9 +16,21 @@ from refimpl.tensor.core import Tensor
 
 class ReductionOps:
   def _axes(self, axis) -> tuple[int, ...]:
+    """The reduced axes, sorted: all for None, else each an axis of self named once (API.ARGS.axes); a 0-d tensor
+    takes axis 0 or -1 and reduces nothing."""
     if axis is None: return tuple(range(self.ndim))
-    if not self.ndim: return ()
-    return tuple(sorted({_axis(a, self.ndim) for a in ((axis,) if isinstance(axis, int) else axis)}))
+    axes = validate.axes(axis, self.ndim)
+    return tuple(sorted(axes)) if self.ndim else ()
+
+  def _no_identity(self, axis, name: str) -> None:
+    """max, min, argmax and argmin have no value over zero elements (API.ARGS.empty-reduce, torch's IndexError)."""
+    if axis is None and self.numel() == 0:
+      raise SpecIndexError("API.ARGS.empty-reduce", f"{name}() of an empty tensor of shape {self.shape}: the "
+                           "reduction has no identity; give an axis")
+    if axis is not None and any(self.shape[a] == 0 for a in self._axes(axis)):
+      raise SpecIndexError("API.ARGS.empty-reduce",
+                           f"{name}(axis={axis}) over an empty axis of shape {self.shape}: the "
+                           "reduction has no identity")
 
   def _reduce(self, op: Ops, axis, keepdim: bool) -> Tensor:
     axes = self._axes(axis)
@@ -39,7 +52,14 @@ class ReductionOps:
     return out.cast(self.dtype) if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16) else out
 
   def max(self, axis=None, keepdim: bool = False) -> Tensor:
-    """Maximum over `axis`; NaN propagates (OP.MAX.nan). The max over zero elements is the dtype's minimum."""
+    """Maximum over `axis`; NaN propagates (OP.MAX.nan). Over zero elements it is refused
+    (API.ARGS.empty-reduce)."""
+    self._no_identity(axis, "max")
+    return self._max(axis, keepdim)
+
+  def _max(self, axis=None, keepdim: bool = False) -> Tensor:
+    """max without the emptiness check, for compositions: over zero elements the dtype's minimum (UOP.REDUCE_AXIS's
+    identity), which they never let through."""
     return self._reduce(Ops.MAX, axis, keepdim)
 
   def _inverse(self) -> Tensor:
@@ -47,8 +67,14 @@ class ReductionOps:
     return -self if dtypes.is_float(self.dtype) else ~self
 
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
-    """Minimum over `axis`, as the inverse of the max of the inverse."""
-    return self._inverse().max(axis, keepdim)._inverse()
+    """Minimum over `axis`, as the inverse of the max of the inverse; refused over zero elements
+    (API.ARGS.empty-reduce)."""
+    self._no_identity(axis, "min")
+    return self._min(axis, keepdim)
+
+  def _min(self, axis=None, keepdim: bool = False) -> Tensor:
+    """min without the emptiness check (see _max)."""
+    return self._inverse()._max(axis, keepdim)._inverse()
 
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
     """Sum divided by the count, in the default float for int/bool inputs; NaN over zero elements."""
@@ -82,30 +108,33 @@ class ReductionOps:
 
   def argmax(self, axis=None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum (NaN counts as the maximum, as in torch), over the flattened tensor for
-    axis=None. The result is int32 (tinygrad; torch returns int64)."""
+    axis=None. The result is int32 (tinygrad; torch returns int64). Refused over zero elements
+    (API.ARGS.empty-reduce)."""
+    self._no_identity(axis, "argmax")
     if axis is None:
       out = self.flatten().argmax(0)
       return out.reshape((1,) * self.ndim) if keepdim else out
     ax = _axis(axis, self.ndim)
     n = self.shape[ax] if self.ndim else 1
     x = self.reshape(1) if self.ndim == 0 else self
-    m = x.max(ax, keepdim=True)
+    m = x._max(ax, keepdim=True)
     hit = x == m
     if dtypes.is_float(x.dtype): hit = hit | x.isnan()
     # count down from n so that the max over the hits picks the first one
     down = Tensor.arange(n, 0, -1, device=self.device).reshape(tuple(n if i == ax else 1 for i in range(x.ndim)))
-    out = n - hit.where(down, 0).max(ax, keepdim=True)
+    out = n - hit.where(down, 0)._max(ax, keepdim=True)
     if self.ndim == 0: return out.reshape(())
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(x.shape) if i != ax))
 
   def argmin(self, axis=None, keepdim: bool = False) -> Tensor:
     """Index of the first minimum (argmax of the inverse)."""
+    self._no_identity(axis, "argmin")
     x = self.logical_not() if self.dtype == dtypes.bool else self._inverse()
     return x.argmax(axis, keepdim)
 
   def any(self, axis=None, keepdim: bool = False) -> Tensor:
     """Whether any element is nonzero (False over zero elements)."""
-    return self.cast(dtypes.bool).max(axis, keepdim)
+    return self.cast(dtypes.bool)._max(axis, keepdim)
 
   def all(self, axis=None, keepdim: bool = False) -> Tensor:
     """Whether every element is nonzero (True over zero elements)."""
@@ -114,20 +143,20 @@ class ReductionOps:
   def softmax(self, axis=-1, dtype: DTypeLike | None = None) -> Tensor:
     """e**(x - max) / sum(e**(x - max)) along `axis`."""
     x = self.cast(dtype) if dtype is not None else self.cast(least_upper_float(self.dtype))
-    e = (x - x.max(axis, keepdim=True)).exp()
+    e = (x - x._max(axis, keepdim=True)).exp()
     return e / e.sum(axis, keepdim=True)
 
   def log_softmax(self, axis=-1, dtype: DTypeLike | None = None) -> Tensor:
     """x - max - log(sum(e**(x - max))) along `axis`."""
     x = self.cast(dtype) if dtype is not None else self.cast(least_upper_float(self.dtype))
-    d = x - x.max(axis, keepdim=True)
+    d = x - x._max(axis, keepdim=True)
     return d - d.exp().sum(axis, keepdim=True).log()
 
   def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
     """log(sum(e**x)) computed as m + log(sum(e**(x - m))) with m the max (0 where the max is infinite, so that an
     all -inf slice gives -inf as in torch)."""
     x = self.cast(least_upper_float(self.dtype))
-    m = x.max(axis, keepdim=True)
+    m = x._max(axis, keepdim=True)
     # a group holding +inf sums to +inf whatever its finite elements are: they get no gradient (torch), and pass
     # through DETACH so that their e**x, which may overflow, cannot make the chain inf/inf = NaN
     x = ((m == math.inf) & (x != math.inf)).where(x.detach(), x)
@@ -138,8 +167,8 @@ class ReductionOps:
   def cumsum(self, axis: int = 0) -> Tensor:
     """Running sum along `axis` (accumulated like sum, DT.SUM): the axis is padded with n-1 zeros in front and each
     output reads a window of n, made by movement ops alone, then summed."""
-    if self.ndim == 0: return self.sum()
     ax = _axis(axis, self.ndim)
+    if self.ndim == 0: return self.sum()
     n = self.shape[ax]
     # an empty axis has nothing to sum; the result keeps the dtype sum would give it (float16 stays float16)
     if n == 0: return self if self.dtype in (dtypes.float16, dtypes.bfloat16) else self.cast(sum_acc_dtype(self.dtype))
@@ -154,7 +183,7 @@ class ReductionOps:
     n + d, which shifts each row by d; then the row starts are strided by s."""
     *pre, n = self.shape
     o = (n - d * (k - 1) - 1) // s + 1
-    if o <= 0: raise SpecError("UOP.SHRINK", f"window of {k} (dilation {d}) does not fit in {n}")
+    if o <= 0: raise SpecValueError("UOP.SHRINK", f"window of {k} (dilation {d}) does not fit in {n}")
     x = self.reshape(*pre, 1, n).expand(*pre, k, n).reshape(*pre, k * n)
     x = x.pad(((0, 0),) * len(pre) + ((0, k * d),)).reshape(*pre, k, n + d)
     x = x.shrink(tuple([None] * (len(pre) + 1) + [(0, (o - 1) * s + 1)]))._stride(len(pre) + 1, s)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 
 from refimpl.dtype import dtypes
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecRuntimeError, SpecTypeError, SpecValueError
 from refimpl.uop import Ops
 from refimpl.tensor.args import _BITS_INT, _axis, _broadcast_shape
+from refimpl.tensor.checked import check_index_range, checked_indices
 from refimpl.tensor.core import Tensor
 
 _REDUCES = ("sum", "prod", "mean", "amax", "amin")
@@ -18,7 +19,7 @@ _REDUCES = ("sum", "prod", "mean", "amax", "amin")
 def _int_index(clause: str, index) -> None:
   if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
     what = index.dtype if isinstance(index, Tensor) else type(index).__name__
-    raise SpecError(clause, f"index must be an integer tensor, not {what}")
+    raise SpecTypeError(clause, f"index must be an integer tensor, not {what}")
 
 
 class SelectionOps:
@@ -38,13 +39,14 @@ class SelectionOps:
     outside [0, n) selects nothing and gives 0 (TENSOR.GATHER.range)."""
     _int_index("TENSOR.GATHER.args", index)
     if index.ndim != self.ndim:
-      raise SpecError("TENSOR.GATHER.args", f"index has {index.ndim} dims, self has {self.ndim}")
+      raise SpecRuntimeError("TENSOR.GATHER.args", f"index has {index.ndim} dims, self has {self.ndim}")
     if self.ndim == 0: return self.reshape(1).gather(0, index.reshape(1)).reshape(())
     d = _axis(dim, self.ndim)
     if any(i > s for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):
-      raise SpecError("TENSOR.GATHER.args", f"index shape {index.shape} exceeds self shape {self.shape} "
+      raise SpecRuntimeError("TENSOR.GATHER.args", f"index shape {index.shape} exceeds self shape {self.shape} "
                                              f"outside dim {d}")
     n = self.shape[d]
+    if checked_indices(): check_index_range(index, n, "TENSOR.GATHER.range", "gather index")
     x = self.shrink(tuple(None if k == d else (0, i) for k, i in enumerate(index.shape))).transpose(d, -1)
     onehot = index.transpose(d, -1).unsqueeze(-1) == Tensor.arange(n, device=self.device)
     return x.unsqueeze(-2)._onehot_pick(onehot, -1).transpose(d, -1)
@@ -54,17 +56,20 @@ class SelectionOps:
     sends src there (hit) and that src value. Returns (self moved, hit, values, d), hit and values of shape
     self_moved.shape + (m,); positions of self outside index's extent get no hit."""
     _int_index(f"{clause}.args", index)
-    if not isinstance(src, Tensor): raise SpecError(f"{clause}.args", f"src must be a tensor or a scalar, not {src!r}")
+    if not isinstance(src, Tensor): raise SpecTypeError(f"{clause}.args",
+                                                        f"src must be a tensor or a scalar, not {src!r}")
     if not index.ndim == self.ndim == src.ndim:
-      raise SpecError(f"{clause}.args", f"self, index and src have {self.ndim}, {index.ndim} and {src.ndim} dims")
-    if src.dtype != self.dtype: raise SpecError(f"{clause}.args", f"src is {src.dtype}, self is {self.dtype}")
+      raise SpecRuntimeError(f"{clause}.args",
+                             f"self, index and src have {self.ndim}, {index.ndim} and {src.ndim} dims")
+    if src.dtype != self.dtype: raise SpecTypeError(f"{clause}.args", f"src is {src.dtype}, self is {self.dtype}")
     if self.ndim == 0: return self.reshape(1)._scatter_terms(clause, 0, index.reshape(1), src.reshape(1))
     d = _axis(dim, self.ndim)
     for k, (s, i, r) in enumerate(zip(self.shape, index.shape, src.shape)):
       if i > r or (k != d and i > s):
-        raise SpecError(f"{clause}.args", f"index shape {index.shape} must fit in src {src.shape} and, outside "
+        raise SpecRuntimeError(f"{clause}.args", f"index shape {index.shape} must fit in src {src.shape} and, outside "
                                            f"dim {d}, in self {self.shape}")
     n = self.shape[d]
+    if checked_indices(): check_index_range(index, n, "TENSOR.SCATTER.range", "scatter index")
     src = src.shrink(tuple((0, i) for i in index.shape)).transpose(d, -1).unsqueeze(-2)   # (..., 1, m)
     hit = index.transpose(d, -1).unsqueeze(-2) == Tensor.arange(n, device=self.device).reshape(n, 1)   # (..., n, m)
     moved = self.transpose(d, -1)
@@ -78,7 +83,7 @@ class SelectionOps:
     outside [0, n) writes nothing (TENSOR.SCATTER.range). reduce='add' / 'multiply' is scatter_reduce with 'sum' /
     'prod' and include_self=True (TENSOR.SCATTER.reduce)."""
     if reduce not in (None, "add", "multiply"):
-      raise SpecError("TENSOR.SCATTER.args", f"reduce={reduce!r} must be None, 'add' or 'multiply'")
+      raise SpecValueError("TENSOR.SCATTER.args", f"reduce={reduce!r} must be None, 'add' or 'multiply'")
     if isinstance(src, (bool, int, float)) and isinstance(index, Tensor):
       src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
     if reduce is not None:
@@ -86,7 +91,7 @@ class SelectionOps:
     moved, hit, values, d = self._scatter_terms("TENSOR.SCATTER", dim, index, src)
     m = hit.shape[-1]
     # the last hit along j: the largest j + 1 among the hits (0: none); its one-hot selects the written value
-    last = hit.where(Tensor.arange(1, m + 1, device=self.device), 0).max(-1)
+    last = hit.where(Tensor.arange(1, m + 1, device=self.device), 0)._max(-1)
     chosen = hit & (Tensor.arange(1, m + 1, device=self.device) == last.unsqueeze(-1))
     out = (last > 0).where(values._onehot_pick(chosen, -1), moved)
     return out.transpose(d, -1).reshape(self.shape)
@@ -96,8 +101,8 @@ class SelectionOps:
     'prod', 'mean', 'amax', 'amin') of every src value sent there, and of self's own value when include_self
     (TENSOR.SCATTER_REDUCE). Positions no index names keep self's value; repeated indices all contribute."""
     if reduce not in _REDUCES:
-      raise SpecError("TENSOR.SCATTER_REDUCE.args", f"reduce={reduce!r} must be one of {', '.join(_REDUCES)}")
-    if self.dtype == dtypes.bool: raise SpecError("TENSOR.SCATTER_REDUCE.args", "bool tensors cannot be reduced")
+      raise SpecValueError("TENSOR.SCATTER_REDUCE.args", f"reduce={reduce!r} must be one of {', '.join(_REDUCES)}")
+    if self.dtype == dtypes.bool: raise SpecTypeError("TENSOR.SCATTER_REDUCE.args", "bool tensors cannot be reduced")
     moved, hit, values, d = self._scatter_terms("TENSOR.SCATTER_REDUCE", dim, index, src)
     written = hit.any(-1)
     if reduce in ("amax", "amin"):
@@ -106,7 +111,7 @@ class SelectionOps:
       else: fill = dtypes.min(self.dtype) if reduce == "amax" else dtypes.max(self.dtype)
       terms = hit.where(values, fill)
       if include_self: terms = terms.cat(moved.unsqueeze(-1), dim=-1)
-      out = terms.max(-1) if reduce == "amax" else terms.min(-1)
+      out = terms._max(-1) if reduce == "amax" else terms._min(-1)
     elif reduce == "prod":
       out = hit.where(values, 1).prod(-1).cast(self.dtype)
       if include_self: out = out * moved
@@ -122,7 +127,8 @@ class SelectionOps:
     """`value` where `mask` is True, self elsewhere, in self's dtype (value is cast to it, as torch does); mask and
     value broadcast with self (TENSOR.MASKED_FILL)."""
     if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
-      raise SpecError("TENSOR.MASKED_FILL.args", f"mask must be a bool tensor, not {getattr(mask, 'dtype', mask)!r}")
+      raise SpecTypeError("TENSOR.MASKED_FILL.args",
+                          f"mask must be a bool tensor, not {getattr(mask, 'dtype', mask)!r}")
     v = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor.full((), value, dtype=self.dtype,
                                                                                device=self.device)
     return mask.where(v, self)
@@ -131,7 +137,8 @@ class SelectionOps:
     """For a 1-d bool mask: a one-hot (rows, n) whose row r selects the position of the (r+1)-th True, and a (rows,)
     bool saying which rows select one. rows = `size`, or the number of Trues read back from the device."""
     if size is None: size = int(flat_mask.sum().item())   # TENSOR.MASKED_SELECT.realize: a data-dependent shape
-    elif not isinstance(size, int) or size < 0: raise SpecError(f"{clause}.args", f"size={size!r} must be an int >= 0")
+    elif not isinstance(size, int) or size < 0: raise SpecValueError(f"{clause}.args",
+                                                                     f"size={size!r} must be an int >= 0")
     rows = Tensor.arange(1, size + 1, device=self.device).reshape(size, 1)
     onehot = flat_mask & (flat_mask.cumsum(0) == rows)
     return onehot, Tensor.arange(size, device=self.device) < flat_mask.sum()
@@ -141,7 +148,8 @@ class SelectionOps:
     (TENSOR.MASKED_SELECT). Its length is the number of Trues, read back from the device (the one op here that
     realizes), or `size` (no read-back): truncated, or padded with `fill_value` (TENSOR.MASKED_SELECT.size)."""
     if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
-      raise SpecError("TENSOR.MASKED_SELECT.args", f"mask must be a bool tensor, not {getattr(mask, 'dtype', mask)!r}")
+      raise SpecTypeError("TENSOR.MASKED_SELECT.args",
+                          f"mask must be a bool tensor, not {getattr(mask, 'dtype', mask)!r}")
     shape = _broadcast_shape(self.shape, mask.shape)
     x, m = self.expand(shape).flatten(), mask.expand(shape).flatten()
     onehot, valid = self._select_rows(m, size, "TENSOR.MASKED_SELECT")

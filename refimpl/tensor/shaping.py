@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from refimpl.dtype import dtypes
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecTypeError, SpecValueError
 from refimpl.tensor.args import _axis
 from refimpl.tensor.core import Tensor
 
@@ -16,7 +16,7 @@ def _ints(v, name: str, clause: str) -> tuple[int, ...]:
   """An int or a sequence of ints as a tuple."""
   vals = (v,) if isinstance(v, int) else tuple(v)
   if not all(isinstance(i, int) and not isinstance(i, bool) for i in vals):
-    raise SpecError(clause, f"{name}={v!r} must be an int or a sequence of ints")
+    raise SpecTypeError(clause, f"{name}={v!r} must be an int or a sequence of ints")
   return vals
 
 
@@ -24,7 +24,7 @@ class ShapingOps:
   # ---- triangles and diagonals ----
   def _triangle(self, diagonal: int, lower: bool) -> Tensor:
     """Keep x[..., i, j] where j - i <= diagonal (lower) or j - i >= diagonal (upper); the rest become 0."""
-    if self.ndim < 2: raise SpecError("TENSOR.TRIL", f"needs at least 2 dims, got shape {self.shape}")
+    if self.ndim < 2: raise SpecValueError("TENSOR.TRIL", f"needs at least 2 dims, got shape {self.shape}")
     n, m = self.shape[-2:]
     rows = Tensor.arange(n, device=self.device).reshape(n, 1)
     cols = Tensor.arange(m, device=self.device).reshape(1, m)
@@ -42,14 +42,14 @@ class ShapingOps:
   def diag(self) -> Tensor:
     """The (n, n) matrix with this 1-D tensor on its main diagonal and 0 elsewhere (TENSOR.DIAG). Each element is
     padded with n zeros and the rows of n + 1 are re-read as rows of n, which shifts each one along by one."""
-    if self.ndim != 1: raise SpecError("TENSOR.DIAG", f"needs a 1-D tensor, got shape {self.shape}")
+    if self.ndim != 1: raise SpecValueError("TENSOR.DIAG", f"needs a 1-D tensor, got shape {self.shape}")
     n = self.shape[0]
     return self.reshape(n, 1).pad(((0, 0), (0, n))).reshape(n * (n + 1)).shrink(((0, n * n),)).reshape(n, n)
 
   def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """x[..., i, i + offset] over axes dim1 and dim2, as a new last axis (torch.diagonal; TENSOR.DIAGONAL)."""
     a, b = _axis(dim1, self.ndim), _axis(dim2, self.ndim)
-    if a == b: raise SpecError("TENSOR.DIAGONAL", f"dim1={dim1} and dim2={dim2} name the same axis")
+    if a == b: raise SpecValueError("TENSOR.DIAGONAL", f"dim1={dim1} and dim2={dim2} name the same axis")
     rest = [k for k in range(self.ndim) if k not in (a, b)]
     x = self.permute(rest + [a, b])
     n, m = x.shape[-2:]
@@ -66,10 +66,11 @@ class ShapingOps:
     flattened tensor is rolled and reshaped back (torch.roll; TENSOR.ROLL)."""
     shifts = _ints(shifts, "shifts", "TENSOR.ROLL")
     if dims is None:
-      if len(shifts) != 1: raise SpecError("TENSOR.ROLL", f"shifts={shifts} needs dims when it has several entries")
+      if len(shifts) != 1: raise SpecValueError("TENSOR.ROLL",
+                                                f"shifts={shifts} needs dims when it has several entries")
       return self.flatten().roll(shifts, 0).reshape(self.shape)
     dims = tuple(_axis(d, self.ndim) for d in _ints(dims, "dims", "TENSOR.ROLL"))
-    if len(dims) != len(shifts): raise SpecError("TENSOR.ROLL", f"{len(shifts)} shifts for {len(dims)} dims")
+    if len(dims) != len(shifts): raise SpecValueError("TENSOR.ROLL", f"{len(shifts)} shifts for {len(dims)} dims")
     x = self
     for d, s in zip(dims, shifts):
       n = x.shape[d]
@@ -83,7 +84,7 @@ class ShapingOps:
     """Each element repeated `repeats` times in place along `dim` (the flattened tensor when dim is None):
     [a, b] -> [a, a, b, b] (torch.repeat_interleave with an int; TENSOR.REPEAT_INTERLEAVE)."""
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
-      raise SpecError("TENSOR.REPEAT_INTERLEAVE", f"repeats={repeats!r} must be an int >= 0")
+      raise SpecValueError("TENSOR.REPEAT_INTERLEAVE", f"repeats={repeats!r} must be an int >= 0")
     x, d = (self.flatten(), 0) if dim is None else (self, _axis(dim, self.ndim))
     s = x.shape
     return x.reshape(s[:d + 1] + (1,) + s[d + 1:]).expand(s[:d + 1] + (repeats,) + s[d + 1:]) \
@@ -92,10 +93,11 @@ class ShapingOps:
   def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     """Coordinate grids of 0-d or 1-D tensors: result k has shape (n_1, ..., n_m) and holds input k along axis k
     ('ij'); 'xy' swaps the first two axes of every grid (torch.meshgrid; TENSOR.MESHGRID)."""
-    if indexing not in ("ij", "xy"): raise SpecError("TENSOR.MESHGRID", f"indexing={indexing!r} is not 'ij' or 'xy'")
+    if indexing not in ("ij", "xy"): raise SpecValueError("TENSOR.MESHGRID",
+                                                          f"indexing={indexing!r} is not 'ij' or 'xy'")
     ts = (self, *args)
     if any(t.ndim > 1 for t in ts):
-      raise SpecError("TENSOR.MESHGRID", f"inputs must be 0-d or 1-D, got shapes {[t.shape for t in ts]}")
+      raise SpecValueError("TENSOR.MESHGRID", f"inputs must be 0-d or 1-D, got shapes {[t.shape for t in ts]}")
     ts = tuple(t.reshape(-1) for t in ts)
     axes = list(range(len(ts)))
     if indexing == "xy" and len(ts) > 1: axes[0], axes[1] = 1, 0
@@ -110,7 +112,8 @@ class ShapingOps:
     d = _axis(dim, self.ndim)
     n = self.shape[d] if self.ndim else 1
     if size < 0 or step <= 0 or size > n:
-      raise SpecError("TENSOR.UNFOLD", f"size={size} and step={step} for an axis of {n} (0 <= size <= {n}, step > 0)")
+      raise SpecValueError("TENSOR.UNFOLD",
+                           f"size={size} and step={step} for an axis of {n} (0 <= size <= {n}, step > 0)")
     if self.ndim == 0: return self.reshape(1)[:size]
     others = [k for k in range(self.ndim) if k != d]
     x = self.permute(others + [d])._windows(size, step, 1)        # (others..., count, size)
@@ -122,14 +125,14 @@ class ShapingOps:
     """Pad at the end of each axis up to `shape` (None keeps an axis) with `value` (TENSOR.PAD_TO)."""
     new = tuple(shape) + args if isinstance(shape, (tuple, list)) else (shape, *args)
     if len(new) != self.ndim or any(s is not None and s < n for s, n in zip(new, self.shape)):
-      raise SpecError("TENSOR.PAD_TO", f"shape {new} is not at least {self.shape} on every axis")
+      raise SpecValueError("TENSOR.PAD_TO", f"shape {new} is not at least {self.shape} on every axis")
     return self.pad(tuple((0, 0 if s is None else s - n) for s, n in zip(new, self.shape)), value=value)
 
   def shrink_to(self, shape, *args) -> Tensor:
     """Keep the first shape[i] elements of each axis (None keeps an axis) (TENSOR.SHRINK_TO)."""
     new = tuple(shape) + args if isinstance(shape, (tuple, list)) else (shape, *args)
     if len(new) != self.ndim or any(s is not None and not 0 <= s <= n for s, n in zip(new, self.shape)):
-      raise SpecError("TENSOR.SHRINK_TO", f"shape {new} is not within {self.shape} on every axis")
+      raise SpecValueError("TENSOR.SHRINK_TO", f"shape {new} is not within {self.shape} on every axis")
     return self.shrink(tuple(None if s is None else (0, s) for s in new))
 
   # ---- padding modes (called by MovementOps.pad) ----
@@ -151,7 +154,7 @@ class ShapingOps:
     if all(b >= 0 and a >= 0 for b, a in pads): return self
     cut = tuple((max(-b, 0), n - max(-a, 0)) for (b, a), n in zip(pads, self.shape))
     if any(lo > hi for lo, hi in cut):
-      raise SpecError("TENSOR.PAD.negative", f"padding {pads} cuts more than the shape {self.shape} holds")
+      raise SpecValueError("TENSOR.PAD.negative", f"padding {pads} cuts more than the shape {self.shape} holds")
     return self.shrink(cut)
 
   def _pad_mode(self, pads: tuple[tuple[int, int], ...], mode: str) -> Tensor:
@@ -166,16 +169,16 @@ class ShapingOps:
         return t.shrink(tuple((lo, hi) if i == d else None for i in range(t.ndim)))
       if mode == "reflect":
         if b >= n or a >= n:
-          raise SpecError("TENSOR.PAD.reflect", f"padding ({b}, {a}) of axis {d} must be below its size {n}")
+          raise SpecValueError("TENSOR.PAD.reflect", f"padding ({b}, {a}) of axis {d} must be below its size {n}")
         before, after = part(1, b + 1).flip(d), part(n - 1 - a, n - 1).flip(d)
       elif mode == "replicate":
-        if n == 0: raise SpecError("TENSOR.PAD.replicate", f"axis {d} is empty: there is no edge to replicate")
+        if n == 0: raise SpecValueError("TENSOR.PAD.replicate", f"axis {d} is empty: there is no edge to replicate")
         edge = tuple(1 if i == d else s for i, s in enumerate(x.shape))
         before = part(0, 1).expand(tuple(b if i == d else s for i, s in enumerate(edge)))
         after = part(n - 1, n).expand(tuple(a if i == d else s for i, s in enumerate(edge)))
       else:
         if b > n or a > n:
-          raise SpecError("TENSOR.PAD.circular", f"padding ({b}, {a}) of axis {d} wraps more than once around {n}")
+          raise SpecValueError("TENSOR.PAD.circular", f"padding ({b}, {a}) of axis {d} wraps more than once around {n}")
         before, after = part(n - b, n), part(0, a)
       x = Tensor.cat(*(p for p, k in ((before, b), (x, 1), (after, a)) if k), dim=d)
     return x
@@ -185,19 +188,20 @@ class ShapingOps:
     """einops' rearrange: 'b (h w) c -> b h (w c)' splits the grouped input axes (sizes of all but one name in a group
     come from `sizes`), reorders the names and merges the output groups; '...' stands for the axes not named and
     '1' or '()' for an axis of size 1 (TENSOR.REARRANGE)."""
-    if formula.count("->") != 1: raise SpecError("TENSOR.REARRANGE", f"{formula!r} needs exactly one '->'")
+    if formula.count("->") != 1: raise SpecValueError("TENSOR.REARRANGE", f"{formula!r} needs exactly one '->'")
     lhs, rhs = (_parse_side(s) for s in formula.split("->"))
     names_l = [n for g in lhs for n in g]
     names_r = [n for g in rhs for n in g]
     if sorted(names_l) != sorted(names_r) or len(set(names_l)) != len(names_l):
-      raise SpecError("TENSOR.REARRANGE", f"{formula!r}: each name must appear once on each side")
+      raise SpecValueError("TENSOR.REARRANGE", f"{formula!r}: each name must appear once on each side")
     if any("..." in g and len(g) > 1 for g in lhs):
-      raise SpecError("TENSOR.REARRANGE", f"{formula!r}: '...' cannot be inside a group on the left")
+      raise SpecValueError("TENSOR.REARRANGE", f"{formula!r}: '...' cannot be inside a group on the left")
     for k in sizes:
-      if k not in names_l: raise SpecError("TENSOR.REARRANGE", f"size of {k!r}, which {formula!r} does not name")
+      if k not in names_l: raise SpecValueError("TENSOR.REARRANGE", f"size of {k!r}, which {formula!r} does not name")
     if ["..."] in lhs: n_ell = self.ndim - (len(lhs) - 1)
     else: n_ell = 0 if len(lhs) == self.ndim else -1
-    if n_ell < 0: raise SpecError("TENSOR.REARRANGE", f"{formula!r} names {len(lhs)} axes, the tensor has {self.ndim}")
+    if n_ell < 0: raise SpecValueError("TENSOR.REARRANGE",
+                                       f"{formula!r} names {len(lhs)} axes, the tensor has {self.ndim}")
     ell = [f"...{i}" for i in range(n_ell)]
     lhs = [g2 for g in lhs for g2 in ([[e] for e in ell] if g == ["..."] else [g])]
     # a bare '...' on the right is one axis per ellipsis axis; inside a group it merges them
@@ -207,11 +211,11 @@ class ShapingOps:
     for g, n in zip(lhs, self.shape):
       known = math.prod(sizes[k] for k in g if k in sizes)
       unknown = [k for k in g if k not in sizes]
-      if len(unknown) > 1: raise SpecError("TENSOR.REARRANGE", f"group {g} has more than one unknown size")
+      if len(unknown) > 1: raise SpecValueError("TENSOR.REARRANGE", f"group {g} has more than one unknown size")
       if unknown:
-        if known == 0 or n % known: raise SpecError("TENSOR.REARRANGE", f"group {g} cannot split an axis of {n}")
+        if known == 0 or n % known: raise SpecValueError("TENSOR.REARRANGE", f"group {g} cannot split an axis of {n}")
         dims[unknown[0]] = n // known
-      elif known != n: raise SpecError("TENSOR.REARRANGE", f"sizes of group {g} multiply to {known}, not {n}")
+      elif known != n: raise SpecValueError("TENSOR.REARRANGE", f"sizes of group {g} multiply to {known}, not {n}")
       dims.update({k: sizes[k] for k in g if k in sizes})
     order = [n for g in lhs for n in g]
     x = self.reshape(tuple(dims[n] for n in order))
@@ -227,16 +231,16 @@ def _parse_side(side: str) -> list[list[str]]:
   open_group: list[str] | None = None
   for tok in tokens:
     if tok == "(":
-      if open_group is not None: raise SpecError("TENSOR.REARRANGE", f"nested parentheses in {side!r}")
+      if open_group is not None: raise SpecValueError("TENSOR.REARRANGE", f"nested parentheses in {side!r}")
       open_group = []
     elif tok == ")":
-      if open_group is None: raise SpecError("TENSOR.REARRANGE", f"unbalanced parentheses in {side!r}")
+      if open_group is None: raise SpecValueError("TENSOR.REARRANGE", f"unbalanced parentheses in {side!r}")
       groups.append(open_group)
       open_group = None
     elif tok == "1":
       if open_group is None: groups.append([])
     elif tok == "..." or tok.isidentifier():
       (groups.append([tok]) if open_group is None else open_group.append(tok))
-    else: raise SpecError("TENSOR.REARRANGE", f"{tok!r} is not an axis name")
-  if open_group is not None: raise SpecError("TENSOR.REARRANGE", f"unbalanced parentheses in {side!r}")
+    else: raise SpecValueError("TENSOR.REARRANGE", f"{tok!r} is not an axis name")
+  if open_group is not None: raise SpecValueError("TENSOR.REARRANGE", f"unbalanced parentheses in {side!r}")
   return groups

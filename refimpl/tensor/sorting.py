@@ -5,7 +5,7 @@ number (before, descending), -0.0 tied with +0.0, ties in their input order."""
 from __future__ import annotations
 
 from refimpl.dtype import dtypes
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecTypeError, SpecValueError
 from refimpl.tensor.args import _axis
 from refimpl.tensor.core import Tensor
 
@@ -46,8 +46,8 @@ class SortingOps:
     (TENSOR.TOPK.sorted)."""
     d = _axis(dim, self.ndim)
     n = self.shape[d] if self.ndim else 1
-    if isinstance(k, bool) or not isinstance(k, int): raise SpecError("TENSOR.TOPK.k", f"k={k!r} must be an int")
-    if not 0 <= k <= n: raise SpecError("TENSOR.TOPK.k", f"k={k} is outside [0, {n}], the size of dim {d}")
+    if isinstance(k, bool) or not isinstance(k, int): raise SpecTypeError("TENSOR.TOPK.k", f"k={k!r} must be an int")
+    if not 0 <= k <= n: raise SpecValueError("TENSOR.TOPK.k", f"k={k} is outside [0, {n}], the size of dim {d}")
     values, idx = self.sort(d, descending=largest)
     if self.ndim == 0: return values, idx
     bounds = tuple((0, k) if i == d else None for i in range(self.ndim))

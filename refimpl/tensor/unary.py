@@ -6,7 +6,7 @@ import math
 
 
 from refimpl.dtype import dtypes, least_upper_float
-from refimpl.helpers import SpecError
+from refimpl.helpers import SpecValueError
 from refimpl.uop import Ops
 from refimpl.tensor.core import Tensor
 
@@ -79,7 +79,7 @@ class UnaryOps:
     x = self.cast(least_upper_float(self.dtype))
     if approximate == "tanh": return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
     if approximate == "none": return 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
-    raise SpecError("TENSOR.GELU", f"approximate={approximate!r} is not 'tanh' or 'none'")
+    raise SpecValueError("TENSOR.GELU", f"approximate={approximate!r} is not 'tanh' or 'none'")
   def silu(self) -> Tensor:
     """x * sigmoid(x)."""
     return self * self.sigmoid()
@@ -109,7 +109,7 @@ class UnaryOps:
   def clip(self, min_=None, max_=None) -> Tensor:
     """Clamp to [min_, max_] (either may be None); NaN stays NaN. torch's clamp gradient: g on the closed interval,
     bounds included, and 0 at NaN."""
-    if min_ is None and max_ is None: raise ValueError("clip needs at least one of min_ and max_")
+    if min_ is None and max_ is None: raise SpecValueError("API.ARGS.clip", "clip needs at least one of min_ and max_")
     x = self._clamp(min_, max_, bounds_inside=True)
     return x.isnan().where(x.detach(), x) if dtypes.is_float(x.dtype) else x
 
