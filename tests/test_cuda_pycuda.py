@@ -129,10 +129,17 @@ def test_kernel_compiles_through_pycuda(drv, kid):
   assert f".text.{kernel_name(prog)}" in _sections(cubin), f"{kid}: no kernel {kernel_name(prog)} in the cubin"
 
 
-@pytest.mark.parametrize("kid", [k for k in KERNELS if k.startswith(("alu-", "convert-", "case-"))])
+def _no_local_memory(prog) -> bool: return not any(u.op.name == "DEFINE_LOCAL" for u in prog.uops)
+
+
+@pytest.mark.parametrize("kid", [k for k in KERNELS if k.startswith(("alu-", "convert-", "case-"))
+                                 and _no_local_memory(KERNELS[k])])
 def test_same_machine_code_as_nvrtc(drv, kid):
-  """DEV.CUDA.binding: nvcc (pycuda) and NVRTC (cuda-python) give the same cubin for the same source, section for
-  section, except the note that names the compiler: the two bindings run the same machine code."""
+  """DEV.CUDA.binding: for a kernel without local memory, nvcc (pycuda) and NVRTC (cuda-python) give the same cubin
+  for the same source, section for section, except the note that names the compiler: the two bindings run the same
+  machine code for every ALU op and conversion of every dtype. (With __shared__ arrays they differ: nvcc's NVVM
+  optimises shared memory further, e.g. it drops a shared store that only its own thread reads back, which NVRTC
+  keeps; both are legal executions, EXEC.ASIF, and only a GPU run compares them, docs/gpu-results.md.)"""
   from refimpl.runtime.cuda_bindings import nvrtc_compile
   try: nvrtc_compile("", "probe", "compute_75")
   except Exception as e:   # noqa: BLE001 -- a missing package or a library that does not load
