@@ -148,12 +148,15 @@ def pycuda_driver():
 
 
 def nvcc_compile(src: str, name: str, arch: str, target: str = "cubin") -> bytes:
-  """Compile CUDA C `src` with nvcc through pycuda.compiler (DEV.CUDA.compile: NVRTC's flags; the renderer's preamble
-  compiles under both). A compile error raises SpecError(DEV.COMPILE) with nvcc's log and the source lines."""
+  """Compile CUDA C `src` with nvcc through pycuda.compiler (DEV.CUDA.compile): NVRTC's flags, and `-include
+  stdint.h` for the stdint names NVRTC gets from the renderer's preamble. A compile error raises
+  SpecError(DEV.COMPILE) with nvcc's log and the source lines."""
   drv = pycuda_driver()
   from pycuda.compiler import compile as pycuda_compile
   try:
-    return pycuda_compile(src, options=list(COMPILE_FLAGS), arch=arch, no_extern_c=True, target=target)
+    # the stdint names by option, not by an #include in the source (refimpl/renderer/cuda.py says why)
+    return pycuda_compile(src, options=[*COMPILE_FLAGS, "-include", "stdint.h"], arch=arch, no_extern_c=True,
+                          target=target)
   except drv.CompileError as e:
     log = f"{getattr(e, 'stderr', '')}\n{getattr(e, 'stdout', '')}".strip() or str(e)
     raise compile_error("nvcc", name, src, log, r"\((\d+)\):") from None
