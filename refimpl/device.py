@@ -3,11 +3,17 @@
 A backend is a `Backend` subclass. It is found by name in one registry: built-in and third-party backends alike
 register either by calling `register_device(name, factory)` or through the entry-point group `refimpl.devices`
 (pyproject: `[project.entry-points."refimpl.devices"] NAME = "package.module:Factory"`). This is how refimpl finds
-the PYTHON device of `emu` without importing it (DESIGN.md: nothing in refimpl imports emu)."""
+the PYTHON device of `emu` without importing it (DESIGN.md: nothing in refimpl imports emu).
+
+tinygrad's names for the device level are front doors here too (DEV.FRONT): `Buffer`, `Device[...]`, and
+`Compiled`, `Allocator`, `Compiler`, `Runner` (defined in refimpl/runtime/front.py and handed out from this module on
+first use, so that the foundation imports nothing of the runtime): `from tinygrad.device import Compiled, Allocator,
+Compiler, Buffer, Device` becomes `from refimpl.device import ...`. docs/custom-backend.md shows a backend on them."""
 from __future__ import annotations
 
 import importlib
 import threading
+import inspect
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Callable
@@ -132,6 +138,30 @@ class Buffer:
   @property
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
 
+  # tinygrad's Buffer methods (DEV.FRONT.buffer): `Buffer("MY", 3, dtypes.int32).allocate().copyin(mv)`
+  def allocate(self) -> Buffer:
+    """Give the buffer device memory (DEV.ALLOC) unless it has some; returns the buffer."""
+    if self.handle is None: self.handle = Device[self.device].alloc(self.size, self.dtype).handle
+    return self
+
+  def is_allocated(self) -> bool: return self.handle is not None
+
+  def copyin(self, mv: bytes | memoryview) -> Buffer:
+    """Copy host bytes in (DEV.COPY), allocating first if needed; returns the buffer."""
+    Device[self.allocate().device].copyin(self, mv)
+    return self
+
+  def as_buffer(self) -> memoryview:
+    """The buffer's bytes, copied out (DEV.COPY)."""
+    return memoryview(Device[self.device].copyout(self))
+
+  def copyout(self, mv: memoryview) -> memoryview:
+    """Copy the buffer's bytes into the writable `mv` of exactly nbytes; returns `mv`."""
+    data = Device[self.device].copyout(self)
+    if mv.nbytes != len(data): raise SpecError("DEV.COPY", f"copy out of {len(data)} bytes into {mv.nbytes} bytes")
+    mv.cast("B")[:] = data
+    return mv
+
 
 class Backend:
   """What every device implements (DEV.*). Buffers hold raw bytes; element types are the caller's business except
@@ -190,10 +220,30 @@ def _builtin(path: str) -> Callable[[], Backend]:
 for _name, _path in _BUILTIN.items(): register_device(_name, _builtin(_path))
 
 
+def _make(factory: Callable[..., Backend], key: str) -> Backend:
+  """Call a device factory: with the device's name ('MY', 'MY:1') when it takes one positional argument without a
+  default, as tinygrad's `Compiled` subclasses do (`MyDevice(device)`), else with none (DEV.REGISTRY)."""
+  try: params = inspect.signature(factory).parameters.values()
+  except (TypeError, ValueError): return factory()
+  kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+  return factory(key) if any(p.kind in kinds and p.default is p.empty for p in params) else factory()
+
+
+class _Registered:
+  """`Device._devices`: the registered names as a mapping; `Device._devices["MY"] = MyDevice` registers (the
+  spelling of tinygrad-era backend skeletons; refimpl's own is `Device.register`)."""
+  def __init__(self, registry: _DeviceRegistry): self._registry = registry
+  def __setitem__(self, name: str, factory: Callable[..., Backend]) -> None: self._registry.register(name, factory)
+  def __getitem__(self, name: str) -> Callable[..., Backend]: return _FACTORIES[name.upper()]
+  def __contains__(self, name: object) -> bool: return isinstance(name, str) and name.upper() in _FACTORIES
+  def __iter__(self): return iter(self._registry.names())
+  def __len__(self) -> int: return len(self._registry.names())
+
+
 def _discover() -> None:
   for ep in entry_points(group="refimpl.devices"):
     # ep.load() gives the factory (a Backend class or function); it is imported and called only on first use
-    _FACTORIES.setdefault(ep.name.upper(), lambda ep=ep: ep.load()())
+    _FACTORIES.setdefault(ep.name.upper(), lambda key, ep=ep: _make(ep.load(), key))
 
 
 class _DeviceRegistry:
@@ -221,12 +271,21 @@ class _DeviceRegistry:
       if base not in _FACTORIES: _discover()
       if base not in _FACTORIES:
         raise SpecError("DEV.REGISTRY", f"no device named {base!r}; registered: {sorted(_FACTORIES)}")
-      factory = _FACTORIES[base]
-      backend = factory()
+      backend = _make(_FACTORIES[base], key)
       if not isinstance(backend, Backend):   # an entry point may name a class or a module-level factory
         raise SpecError("DEV.REGISTRY", f"device {base!r} factory returned {type(backend).__name__}, not a Backend")
       self._open[key] = backend
     return self._open[key]
+
+  def register(self, name: str, factory: Callable[..., Backend]) -> None:
+    """DEV.REGISTRY: register_device, also closing an open device of that name so the next `Device[name]` uses the
+    new factory. `factory` is a Backend class (a `Compiled` subclass gets the device name) or a function."""
+    register_device(name, factory)
+    base = self.canonicalize(name).partition(":")[0]
+    for key in [k for k in self._open if k.partition(":")[0] == base]: del self._open[key]
+
+  @property
+  def _devices(self) -> _Registered: return _Registered(self)
 
   def names(self) -> list[str]:
     _discover()
@@ -242,3 +301,13 @@ class _DeviceRegistry:
 
 
 Device = _DeviceRegistry()
+
+
+_FRONT = {"Compiled", "Allocator", "Compiler", "Runner"}
+
+
+def __getattr__(name: str):
+  """DEV.FRONT: `from refimpl.device import Compiled` (and Allocator, Compiler, Runner) loads refimpl/runtime/front.py
+  on first use, by name, as the registry loads the built-in backends."""
+  if name in _FRONT: return getattr(importlib.import_module("refimpl.runtime.front"), name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -97,8 +97,8 @@ TABLE = [
   ("001", 319, SHELL, "BEAM=2 python3 my_script.py"),
   ("001", 327, SUBST, "test_001_debug3_prints_c: CLANG=1 (old name of the C backend) becomes DEV=CPU"),
   ("001", 359, SKETCH, "simplified ops_clang.py: Allocator/Compiler/Runner are undefined, bodies are `...`"),
-  ("001", 378, SKETCH, "backend skeleton on tinygrad's Compiled/Allocator/Compiler/Runner (refimpl's interface is "
-                       "refimpl.device.Backend; `Runner` is not in tinygrad.device either)"),
+  ("001", 378, RUN, "test_001_backend_skeleton: refimpl.device's front doors (DEV.FRONT); its filled-in form is "
+                    "examples/custom_backend, run by tests/test_custom_backend.py"),
   ("001", 552, SHELL, "pytest commands for tinygrad's own test suite"),
   ("002", 19, RUN, "test_002_examples"),
   ("002", 47, RUN, "test_002_examples: z = x * y on the x, y before it"),
@@ -502,6 +502,25 @@ def test_001_debug3_prints_c():
   done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
   assert done.returncode == 0, done.stderr
   assert re.search(r"void \w+\(float\* restrict data0", done.stdout) and "for (" in done.stdout, done.stdout
+
+
+def test_001_backend_skeleton():
+  """The custom backend skeleton runs as written with refimpl's front doors (DEV.FRONT): its classes subclass
+  refimpl.device's Compiled, Allocator, Compiler and Runner; MyDevice(device) builds a Compiled backend that reads
+  CStyleLanguage() as plain C; the commented registration line registers it under the name it gives."""
+  from refimpl.device import Compiled
+  from refimpl.runtime.front import HostCRenderer
+  ns: dict = {}
+  run(source("001", 378), ns)
+  dev = ns["MyDevice"]("MYDEVICE")
+  assert isinstance(dev, Compiled) and dev.name == "MYDEVICE" and isinstance(dev.renderer, HostCRenderer)
+  registration = source("001", 378).split("# Register the device:\n")[1].replace("# ", "")
+  run(registration, ns)
+  try: assert type(Device["MYDEVICE"]) is ns["MyDevice"] and Device["MYDEVICE"].device == "MYDEVICE"
+  finally:
+    from refimpl import device as registry
+    registry._FACTORIES.pop("MYDEVICE", None)
+    Device._open.pop("MYDEVICE", None)
 
 
 # ---- seed 002 ----

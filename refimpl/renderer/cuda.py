@@ -1,5 +1,9 @@
 """CUDA C for the CUDA device (spec/backends.md, DEV.CUDA.*), compiled by NVRTC without any header: the stdint
-names, NAN and INFINITY come from a short preamble, the math functions and memcpy are CUDA's device built-ins."""
+names, NAN and INFINITY come from a short preamble, the math functions and memcpy are CUDA's device built-ins. The
+same source compiles with nvcc (the pycuda binding, DEV.CUDA.binding), which includes cuda_runtime.h (with math.h and
+some stdint names) itself and is given `-include stdint.h`: there the preamble declares no stdint name and replaces
+math.h's NAN and INFINITY. (The source has no #include: pycuda's compiler cache keys a source with one by running the
+preprocessor, a second nvcc per kernel.)"""
 from __future__ import annotations
 
 from refimpl.dtype import DType, dtypes
@@ -7,9 +11,13 @@ from refimpl.renderer.cstyle import _Kernel
 from refimpl.renderer.gpu import GPULanguage
 from refimpl.uop import Ops
 
-_PREAMBLE = """typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t;
+_PREAMBLE = """#ifdef __CUDACC_RTC__
+typedef signed char int8_t; typedef unsigned char uint8_t; typedef short int16_t;
 typedef unsigned short uint16_t; typedef int int32_t; typedef unsigned int uint32_t;
 typedef long long int64_t; typedef unsigned long long uint64_t;
+#endif
+#undef INFINITY
+#undef NAN
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fc00000)
 """
