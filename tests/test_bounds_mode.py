@@ -18,7 +18,7 @@ from refimpl.device import Device, LinearProgram
 from refimpl.dtype import dtypes
 from refimpl.helpers import SpecError
 from refimpl.renderer.cstyle import CRenderer
-from refimpl.renderer.cuda import _PREAMBLE, CUDARenderer
+from refimpl.renderer.cuda import CUDARenderer
 from refimpl.renderer.opencl import OpenCLRenderer
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
@@ -237,19 +237,17 @@ def test_cl_store_and_local_faults():
 
 
 def _cuda_compile(src: str, name: str, tmp: Path) -> str:
-  """PTX of CUDA source `src`: NVRTC when cuda-python has it, else nvcc. nvcc includes cuda_runtime.h, whose stdint
-  types clash with the preamble's typedefs (NVRTC has none), so for nvcc the typedef lines become <cstdint>."""
+  """PTX of CUDA source `src`: NVRTC when cuda-python has it, else nvcc, given the stdint names by `-include stdint.h`
+  as the CUDA device's nvcc path does (the preamble declares them only under NVRTC, DEV.CUDA.binding)."""
   try:
     from refimpl.runtime.ops_cuda import nvrtc_compile
     return nvrtc_compile(src, name, "compute_75").decode(errors="replace")
   except SpecError as e:
     if e.clause != "DEV.REGISTRY": raise
   if shutil.which("nvcc") is None: pytest.skip("DEV.CUDA.compile: neither NVRTC (cuda-python) nor nvcc is here")
-  typedefs = "".join(line + "\n" for line in _PREAMBLE.splitlines() if line.startswith("typedef"))
-  assert src.startswith(typedefs)
-  (tmp / "k.cu").write_text("#include <cstdint>\n" + src[len(typedefs):])
-  r = subprocess.run(["nvcc", "-arch=compute_75", "--ptx", "--fmad=false", "-o", str(tmp / "k.ptx"), str(tmp / "k.cu")],
-                     capture_output=True, text=True)
+  (tmp / "k.cu").write_text(src)
+  r = subprocess.run(["nvcc", "-arch=compute_75", "--ptx", "--fmad=false", "-include", "stdint.h", "-o",
+                      str(tmp / "k.ptx"), str(tmp / "k.cu")], capture_output=True, text=True)
   assert r.returncode == 0, r.stderr
   return (tmp / "k.ptx").read_text()
 
