@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import zlib
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -41,6 +42,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="device to check: PYTHON, CPU, CL or CUDA (default: $DEV or PYTHON)")
   group.addoption("--impl", default=DEFAULT_IMPL, help=f"adapter as module:Class (default: {DEFAULT_IMPL})")
   group.addoption("--report-dir", default=None, help="write conformance.json, junit.xml and coverage.md there")
+  group.addoption("--shard", default=None, metavar="K/N",
+                  help="run shard K of N (1 <= K <= N): each test id goes to one shard by its CRC-32, so the N shards "
+                       "together run every test once, on any machine (CONF.SHARD)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,9 +79,23 @@ def adapter(request: pytest.FixtureRequest, backend: str) -> Adapter:
   return load_adapter(request.config.getoption("--impl"), backend)
 
 
+def _shard(spec: str) -> tuple[int, int]:
+  """--shard K/N as (K, N), or a usage error naming the problem (CONF.SHARD)."""
+  try: k, n = (int(v) for v in spec.split("/"))
+  except ValueError: raise pytest.UsageError(f"CONF.SHARD: --shard takes K/N, got {spec!r}") from None
+  if not 1 <= k <= n: raise pytest.UsageError(f"CONF.SHARD: --shard {spec}: need 1 <= K <= N")
+  return k, n
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-  """Mark the registered expected failures of this backend (strict: a pass is reported as a failure), and copy each
-  test's clauses, entry, dtype and property into its user_properties, so that JUnit XML (--junitxml) carries them."""
+  """Keep this shard's tests (--shard K/N), mark the registered expected failures of this backend (strict: a pass is
+  reported as a failure), and copy each test's clauses, entry, dtype and property into its user_properties, so that
+  JUnit XML (--junitxml) carries them."""
+  if (spec := config.getoption("--shard")) is not None:
+    k, n = _shard(spec)
+    keep = [i for i in items if zlib.crc32(i.nodeid.encode()) % n == k - 1]
+    config.hook.pytest_deselected(items=[i for i in items if zlib.crc32(i.nodeid.encode()) % n != k - 1])
+    items[:] = keep
   backend = config.getoption("--backend").upper()
   for item in items:
     if (c := item.get_closest_marker("clauses")) is not None: item.user_properties.append(("clauses", " ".join(c.args)))
