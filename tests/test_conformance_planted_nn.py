@@ -24,13 +24,13 @@ PLANT_CONV_PADDING_ORDER = '''
 def plant(mp):
   """NN.CONV.padding planted wrong: tinygrad's two-per-axis padding read first axis first, (top, bottom, left, right),
   instead of last axis first."""
-  import refimpl.tensor
-  right = refimpl.tensor._conv_padding
+  import refimpl.tensor.nnops   # conv2d's module reads the padding through its own name for args._conv_padding
+  right = refimpl.tensor.nnops._conv_padding
   def wrong(padding, m):
     if not isinstance(padding, int) and len(padding) == 2 * m:
       return tuple((padding[2 * i], padding[2 * i + 1]) for i in range(m))
     return right(padding, m)
-  mp.setattr(refimpl.tensor, "_conv_padding", wrong)
+  mp.setattr(refimpl.tensor.nnops, "_conv_padding", wrong)
 '''
 PLANT_ADAM_BIAS_BETA = '''
 def plant(mp):
