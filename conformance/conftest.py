@@ -51,9 +51,20 @@ def pytest_configure(config: pytest.Config) -> None:
   config.addinivalue_line("markers", "clauses(*ids): the spec clauses a test checks (for the clause coverage report)")
   config.addinivalue_line("markers", "conformance(op, dtype, prop): the catalogue entry, dtype and property of a test")
   if not config.getoption("hypothesis_profile", None): settings.load_profile("ci")
+  if config.getoption("--shard") is not None: _shard(config.getoption("--shard"))
+  _check_adapter(config)
   report_dir = config.getoption("--report-dir")
   config.pluginmanager.register(ReportPlugin(config, report_dir), "conformance-report")
   if report_dir and not hasattr(config, "workerinput"): _junit(config, os.path.join(report_dir, "junit.xml"))
+
+
+def _check_adapter(config: pytest.Config) -> None:
+  """--impl and --backend are tried once, before collection: a typo or a backend without its driver is one usage
+  error naming the problem, not the same error in every test counted as a failure of the implementation."""
+  impl, backend = config.getoption("--impl"), config.getoption("--backend").upper()
+  try: load_adapter(impl, backend)
+  except Exception as e:   # noqa: BLE001 - whatever the adapter raises, the run cannot start
+    raise pytest.UsageError(f"--impl {impl} --backend {backend}: {type(e).__name__}: {e}") from None
 
 
 def _junit(config: pytest.Config, path: str) -> None:
