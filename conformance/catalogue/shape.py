@@ -169,14 +169,17 @@ def _reshape_none(draw, shapes, dtype):
 
 @st.composite
 def _seq_index(draw, shapes, dtype):
-  """An index with tuples and lists of ints (TENSOR.GETITEM.sequence) among ints, slices and None."""
-  items = []
+  """An index with tuples and lists of ints (TENSOR.GETITEM.sequence) among ints, slices and None. The sequences
+  broadcast together (one length, or 1): others are refused with torch's IndexError (TENSOR.GETITEM), which
+  tests/bad_input_tensor.py checks, and have no value to compare or gradient to take."""
+  items, length = [], draw(st.integers(1, 3), label="sequence length")
   for n in shapes[0]:
     kind = draw(st.sampled_from(["tuple", "list", "slice", "int"] if n else ["slice"]))
     if kind == "slice": items.append(slice(draw(st.integers(0, n)), None))
     elif kind == "int": items.append(draw(st.integers(-n, n - 1)))
     else:
-      seq = draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=3))
+      size = draw(st.sampled_from([length, 1]))
+      seq = draw(st.lists(st.integers(-n, n - 1), min_size=size, max_size=size))
       items.append(tuple(seq) if kind == "tuple" else seq)
     if draw(st.integers(0, 4)) == 0: items.append(None)
   if not any(isinstance(i, (tuple, list)) for i in items) and shapes[0] and shapes[0][0]: items[0] = (0,)
