@@ -404,7 +404,8 @@ def _reduce(b: _Builder) -> _Val | None:
   axes = set(range(nd)) if axis is None else {a % nd for a in ((axis,) if isinstance(axis, int) else axis)}
   # empty groups only for sum: max and min of nothing are refused (API.ARGS.empty-reduce), not a value to compare
   empty = any(x.shape[a] == 0 for a in axes)
-  ops = (["sum"] if empty else ["sum", "max", "min", "max"]) if _is_float(x.dtype) else ([] if empty else ["max", "min"])
+  if _is_float(x.dtype): ops = ["sum"] if empty else ["sum", "max", "min", "max"]
+  else: ops = [] if empty else ["max", "min"]
   if not ops: return None
   op = b.draw(st.sampled_from(ops), label="reduce")
   keepdim = b.draw(st.booleans(), label="keepdim")

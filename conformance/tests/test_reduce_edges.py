@@ -1,6 +1,7 @@
 """EXEC.REDUCE.edges: every row of the reduction edge table of spec/kernels.md, run through the adapter (Tensor.sum,
 prod, max, min, any, all over one axis) and compared bit for bit: signed zeros in both orders, NaN anywhere,
-infinities, empty groups (max and min of none refused with IndexError, API.ARGS.empty-reduce), overflow of the accumulator, and lengths around the optimiser's unroll and upcast sizes.
+infinities, empty groups (max and min of none are refused with IndexError, API.ARGS.empty-reduce), overflow of
+the accumulator, and lengths around the optimiser's unroll and upcast sizes.
 Rows of one (op, dtype, length) run as one tensor of several identical groups, so that on an optimising backend the
 groups also cross EXEC.OPT.default's size threshold and its tails (upcast lanes, unrolled loops). numpy computes each
 row a second time where it defines the value, as an oracle for the table itself."""
