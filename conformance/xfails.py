@@ -20,17 +20,7 @@ from conformance.strategies import Case
 
 __all__ = ["XFAILS", "BUGS", "Bug", "expected_failure"]
 
-# torch leaves the gradient of hardtanh and relu6 at NaN undefined in practice: its CPU kernel gives the cotangent in
-# its scalar tail and 0 in its vectorized lanes (F.hardtanh(x, -1, 1) of [nan] has gradient [1], of the same NaN at
-# index 6 of 8 elements 0), so the float64 reference depends on where the NaN sits. refimpl gives the cotangent (as
-# torch's scalar path). The VJP tests meet it since CONF.VALUES.specials draws NaN in a tenth of examples; the fix is
-# a torch_defined mask excluding NaN from these entries' gradient comparison (conformance/catalogue/elementwise.py).
-_TORCH_NAN_GRAD = ("GRAD.CHECK: torch's hardtanh/relu6 gradient at NaN depends on the element's position (scalar tail "
-                   "gives g, vector lanes 0); the reference is undefined there")
-XFAILS: dict[tuple[str, str, str, str], str] = {
-  ("*", "relu6", "*", "vjp"): _TORCH_NAN_GRAD,
-  ("*", "hardtanh", "*", "vjp"): _TORCH_NAN_GRAD,
-}
+XFAILS: dict[tuple[str, str, str, str], str] = {}
 
 
 @dataclass(frozen=True)

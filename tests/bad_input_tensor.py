@@ -130,6 +130,8 @@ SHAPES = [
   Bad("split-axis", lambda d: o(d, 4).split(2, dim=1), I, "API.ARGS.axis"),
   Bad("chunk-negative", lambda d: o(d, 4).chunk(-2), V, "TENSOR.SPLIT"),
   Bad("chunk-float", lambda d: o(d, 4).chunk(2.0), TE, "TENSOR.SPLIT"),
+  Bad("getitem-sequences-no-broadcast", lambda d: o(d, 2, 2)[[0, 1], [0, 1, 1]], I, "TENSOR.GETITEM"),
+  Bad("getitem-tensors-no-broadcast", lambda d: o(d, 1, 1, 1)[(0,), (0, 0), (0, 0, 0)], I, "TENSOR.GETITEM"),
 ]
 
 AXES = [

@@ -192,6 +192,24 @@ def test_scatter_reduce_amax_ties_share_with_self():
   np.testing.assert_allclose(gs.numpy(), [1 / 3, 1 / 3], rtol=1e-6)
 
 
+def test_scatter_reduce_gradients_where_torch_differs():
+  """TENSOR.SCATTER_REDUCE.untouched: an untouched -inf passes g (torch's prod backward: inf / inf = NaN).
+  TENSOR.SCATTER_REDUCE.prod: a touched -inf gets g times the src product (torch: NaN again).
+  TENSOR.SCATTER_REDUCE.exclude-self: with include_self=False an x equal to the result takes no share of the tie
+  (torch still counts it: src would get 1/3 each)."""
+  x, s = Tensor([-inf, 2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
+  for include_self, want_x, want_s in ((True, [1.0, 3.0], [2.0]), (False, [1.0, 0.0], [1.0])):
+    gx, gs = x.scatter_reduce(0, Tensor([1]), s, "prod", include_self=include_self).sum().gradient(x, s)
+    _same(gx, want_x)
+    _same(gs, want_s)
+  _same(x.scatter(0, Tensor([1]), s, reduce="multiply").sum().gradient(x)[0], [1.0, 3.0])
+  _same(x.scatter(0, Tensor([0]), s, reduce="multiply").sum().gradient(x)[0], [3.0, 1.0])
+  x, s = Tensor([-0.0, 5.0], requires_grad=True), Tensor([-0.0, 0.0, 1.0], requires_grad=True)
+  gx, gs = x.scatter_reduce(0, Tensor([0, 0, 1]), s, "amin", include_self=False).sum().gradient(x, s)
+  _same(gx, [0.0, 0.0])
+  _same(gs, [0.5, 0.5, 1.0])
+
+
 def test_masked_fill_keeps_the_dtype():
   """TENSOR.MASKED_FILL: the value is converted to self's dtype (torch), not promoted (tinygrad)."""
   out = Tensor([1, 2, 3]).masked_fill(Tensor([True, False, True]), 1.7)

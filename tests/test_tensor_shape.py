@@ -129,6 +129,15 @@ def test_normalize_zero_row_gradient():
   assert np.allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("p", [math.inf, 2.0, 1.0, 0.0])
+def test_normalize_empty_dim(p):
+  """TENSOR.NORMALIZE.empty: along a dim of size 0 the result is empty for every p, inf included (torch refuses the
+  inf norm of no elements; nothing here needs max's missing identity, API.ARGS.empty-reduce)."""
+  for shape, dim in (((0, 3), 0), ((2, 0), 1), ((0,), 0)):
+    got = Tensor.ones(*shape).normalize(p, dim)
+    assert got.shape == shape and got.numpy().shape == shape
+
+
 def test_arange_beyond_int32():
   """DT.DEFAULT.wide: ints beyond default_int's range take int64 instead of wrapping."""
   t = Tensor.arange(2**31, 2**31 + 3)

@@ -21,7 +21,7 @@ from refimpl.dtype import float_max, least_upper_dtype, least_upper_float, sum_a
 
 __all__ = ["Domain", "Op", "FLOATS", "INTS", "TORCH_INTS", "NUMERIC", "ANY", "same", "boolean", "floating", "summed",
            "promoted", "fixed", "reduced_count", "TORCH_HELPERS", "sqrt_max", "sum_limit", "exp_limit",
-           "square_limit", "finite_inputs", "away_from", "divisor_range", "all_of",
+           "square_limit", "finite_inputs", "no_nan_inputs", "away_from", "divisor_range", "all_of",
            "recip_range"]
 
 FLOATS = S.FLOATS
@@ -271,6 +271,13 @@ def finite_inputs(case: Case) -> bool:
   """No infinity or NaN among the float inputs: for ops whose gradients sum products in an order the spec leaves
   to the implementation (matmul, convolution), where an inf * 0 may or may not arise (ACC.GRAD.measure)."""
   return all(np.isfinite(a).all() for a in _float_inputs(case))
+
+
+def no_nan_inputs(case: Case) -> bool:
+  """No NaN among the float inputs: for the hardtanh family (hardtanh, relu6, hardsigmoid, hardswish), whose torch
+  gradient at NaN depends on the element's position, its vectorised lanes and its scalar tail disagreeing
+  (GRAD.CHECK.points), so torch is no reference there."""
+  return not any(np.isnan(a).any() for a in _float_inputs(case))
 
 
 def away_from(*points: float) -> Callable[[Case], bool]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from conformance import strategies as S
 from conformance.catalogue import oracles
 from conformance.catalogue.core import (ANY, FLOATS, NUMERIC, TORCH_INTS, Domain, Op, away_from, exp_limit,
-                                        finite_inputs, promoted, square_limit)
+                                        finite_inputs, no_nan_inputs, promoted, square_limit)
 from refimpl.dtype import float_max, to_dtype
 from conformance.catalogue.elementwise import (_SHIFT_COUNTS, _binary, _floordiv_defined, _ints_only, _shift_defined,
                                                _unary, _with_scalar)
@@ -127,11 +127,16 @@ OPS: list[Op] = [
   _unary("celu", "x.celu(alpha)", "F.celu(x, alpha)", "CELU", ("TENSOR.CELU", "GRAD.WHERE"), lo=-8, hi=8,
          params=_params(alpha=[1.0, 0.5, 2.0])),
   _unary("hardsigmoid", "x.hardsigmoid(alpha, beta)", "F.hardtanh(x * alpha + beta, 0, 1)", "HARDSIGMOID",
-         ("TENSOR.HARDSIGMOID", "GRAD.CHECK.tensor"), lo=-5, hi=5, smooth=(-5.0, 5.0),
-         params=lambda shapes, dt: st.sampled_from([{"alpha": 1 / 6, "beta": 0.5}, {"alpha": 0.25, "beta": 0.25}])),
-  _unary("hardswish", "x.hardswish()", "F.hardswish(x)", "HARDSWISH", ("TENSOR.HARDSWISH", "GRAD.CHECK.tensor"),
-         lo=-6, hi=6, smooth=(-5.0, 5.0), limit=_fraction_of_max(8),
-         note="|x| <= max/8: torch's x * 6 overflows beyond (ACC.RANGE); refimpl's factor is at most 1"),
+         ("TENSOR.HARDSIGMOID", "GRAD.CHECK.tensor", "GRAD.CHECK.points"), lo=-5, hi=5, smooth=(-5.0, 5.0),
+         params=lambda shapes, dt: st.sampled_from([{"alpha": 1 / 6, "beta": 0.5}, {"alpha": 0.25, "beta": 0.25}]),
+         grad_domain=no_nan_inputs, note="gradients away from NaN, where torch's hardtanh gradient depends on the "
+                                         "element's position (GRAD.CHECK.points)"),
+  _unary("hardswish", "x.hardswish()", "F.hardswish(x)", "HARDSWISH",
+         ("TENSOR.HARDSWISH", "GRAD.CHECK.tensor", "GRAD.CHECK.points"),
+         lo=-6, hi=6, smooth=(-5.0, 5.0), limit=_fraction_of_max(8), grad_domain=no_nan_inputs,
+         note="|x| <= max/8: torch's x * 6 overflows beyond (ACC.RANGE); refimpl's factor is at most 1. Gradients "
+              "away from NaN, where torch's hardswish gradient depends on the element's position (its vector "
+              "lanes give NaN, its scalar tail g; GRAD.CHECK.points)"),
   _unary("quick_gelu", "x.quick_gelu()", "x * torch.sigmoid(1.702 * x)", "SILU", ("TENSOR.QUICK_GELU", "OP.EXP2"),
          lo=-8, hi=8, limit=lambda dt: min(exp_limit(1.702)(dt), float_max(to_dtype(dt)) / 2),
          note="|1.702 x| stays finite (ACC.RANGE); torch has no quick_gelu: the reference is its formula in float64"),

@@ -115,6 +115,36 @@ def _no_repeat(case) -> bool:
   return all(len(set(row)) == len(row) for row in moved.tolist())
 
 
+def _targets(case) -> dict[tuple[int, ...], list[float]]:
+  """The src values each in-range target position of x receives (TENSOR.SCATTER_REDUCE), in index order."""
+  x, index, src = (np.asarray(a) for a in case.inputs)
+  d, out = case.params["dim"] % max(index.ndim, 1), {}
+  for pos in np.ndindex(*index.shape):
+    target = pos[:d] + (int(index[pos]),) + pos[d + 1:]
+    if all(0 <= i < n for i, n in zip(target, x.shape)): out.setdefault(target, []).append(float(src[pos]))
+  return out
+
+
+def _self_finite(case) -> bool:
+  """A product mode's gradient is compared with torch only where x is finite: an untouched position is x itself and
+  passes its cotangent on (TENSOR.SCATTER_REDUCE.untouched), a touched one is x times the src product and gets g
+  times that product (TENSOR.SCATTER_REDUCE.prod), while torch's backward divides g * result by x at every
+  position, inf / inf = NaN: a point of torch's formula, not of the op (GRAD.CHECK.points)."""
+  if case.params.get("reduce", "prod") not in ("multiply", "prod"): return True
+  return bool(np.isfinite(np.asarray(case.inputs[0], np.float64)).all())
+
+
+def _excluded_self_untied(pick):
+  """amax/amin (`pick` max/min) with include_self=False: x is no term of its targets' reduction and takes no share
+  of a tie (TENSOR.SCATTER_REDUCE.exclude-self), but torch's backward still counts an x equal to the result among
+  the tied ones (src gets g/(k+1), not g/k): such points are not compared with torch (GRAD.CHECK.points)."""
+  def untied(case) -> bool:
+    if case.params.get("include_self", True): return True
+    x = np.asarray(case.inputs[0], np.float64)
+    return all(x[t] != pick(vals) for t, vals in _targets(case).items())
+  return untied
+
+
 def _product_defined(case) -> bool:
   """Where a product mode's gradient is compared (GRAD.REDUCE.MUL.inf): no zero together with an infinity among x
   and src (0 * inf is an undefined point of the rule), and at most one zero in src (torch's scatter_reduce has no
@@ -278,15 +308,19 @@ OPS: list[Op] = [
                 "(TENSOR.SCATTER.repeat: torch's differs)"),
   _scatter("scatter.reduce", "x.scatter(dim, index, src, reduce=reduce)",
            f"x.scatter_reduce(dim, index.long(), {_SRC}, 'sum' if reduce == 'add' else 'prod')",
-           ("TENSOR.SCATTER", "TENSOR.SCATTER.reduce"),
+           ("TENSOR.SCATTER", "TENSOR.SCATTER.reduce", "TENSOR.SCATTER_REDUCE.untouched", "TENSOR.SCATTER_REDUCE.prod"),
            tol="SUM", dtypes=FLOATS + TORCH_INTS, params=lambda shapes, dtype: st.fixed_dictionaries(
-             {"reduce": st.sampled_from(["add", "multiply"])}), grad_domain=all_of(_in_range, _product_defined),
+             {"reduce": st.sampled_from(["add", "multiply"])}),
+           grad_domain=all_of(_in_range, _product_defined, _self_finite),
            api=("scatter",)),
   _reduce_entry("sum", "SUM", ("DT.SUM",)),
-  _reduce_entry("prod", "PROD", ("GRAD.REDUCE.MUL",), grad_domain=_product_defined),
+  _reduce_entry("prod", "PROD", ("GRAD.REDUCE.MUL", "TENSOR.SCATTER_REDUCE.untouched",
+                "TENSOR.SCATTER_REDUCE.prod"), grad_domain=all_of(_product_defined, _self_finite)),
   _reduce_entry("mean", "MEAN", ("TENSOR.SCATTER_REDUCE.mean",)),
-  _reduce_entry("amax", "MAX", ("OP.MAX.nan", "GRAD.REDUCE.MAX.tie"), grad_domain=_finite),
-  _reduce_entry("amin", "MAX", ("OP.MAX.nan", "GRAD.REDUCE.MAX.tie"), grad_domain=_finite),
+  _reduce_entry("amax", "MAX", ("OP.MAX.nan", "GRAD.REDUCE.MAX.tie", "TENSOR.SCATTER_REDUCE.exclude-self"),
+                grad_domain=all_of(_finite, _excluded_self_untied(max))),
+  _reduce_entry("amin", "MAX", ("OP.MAX.nan", "GRAD.REDUCE.MAX.tie", "TENSOR.SCATTER_REDUCE.exclude-self"),
+                grad_domain=all_of(_finite, _excluded_self_untied(min))),
   Op("masked_fill", "x.masked_fill(mask, value)", "x.masked_fill(mask, value)",
      Domain("elementwise", ANY, ("x", "mask"), shapes=_broadcasting_pair, input_dtype=_mask_dtype,
             params=_fill_value), ("TENSOR.MASKED_FILL", "TENSOR.MASKED_FILL.args", "OP.WHERE", "DT.CONST"),

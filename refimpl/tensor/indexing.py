@@ -1,12 +1,13 @@
 """Indexing: basic indexing by movement ops and advanced (integer tensor) indexing by one-hot masks."""
 from __future__ import annotations
 
+import functools
 
 import numpy as np
 
 from refimpl.dtype import dtypes
 from refimpl.uop import Ops
-from refimpl.helpers import SpecIndexError, SpecTypeError
+from refimpl.helpers import SpecIndexError, SpecRuntimeError, SpecTypeError
 from refimpl.tensor import validate
 from refimpl.tensor.args import _BITS_INT, _broadcast_shape
 from refimpl.tensor.checked import check_index_range, checked_indices
@@ -38,6 +39,12 @@ class IndexingOps:
                                               "dims")
     if sum(i is Ellipsis for i in idx) > 1:
       raise SpecIndexError("TENSOR.GETITEM", "an index can only have a single ellipsis")
+    tensors = [i.shape for i in idx if isinstance(i, Tensor)]
+    try:   # tensor indices broadcast together (TENSOR.GETITEM.sequence), else torch's IndexError, before any graph
+      functools.reduce(_broadcast_shape, tensors, ())
+    except SpecRuntimeError:
+      raise SpecIndexError("TENSOR.GETITEM", "tensor indices of shapes "
+                           f"{', '.join(str(t) for t in tensors)} do not broadcast together") from None
     if Ellipsis in [i for i in idx if not isinstance(i, Tensor)]:
       e = next(k for k, i in enumerate(idx) if i is Ellipsis)
       idx[e:e + 1] = [slice(None)] * (self.ndim - used)

@@ -196,7 +196,8 @@ class NNOps:
   def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p, eps) along `dim` (torch.nn.functional.normalize; TENSOR.NORMALIZE): the norm is
     sum(|x|^p)^(1/p) (p = 1 and 2 without pow), p = inf the largest |x|, p = 0 the count of nonzeros. Computed in
-    float32 or wider and rounded once to the input's float dtype (ints: the default float)."""
+    float32 or wider and rounded once to the input's float dtype (ints: the default float). Along an empty dim the
+    result is empty for every p (TENSOR.NORMALIZE.empty): the internal _max needs no identity there."""
     out_dt = least_upper_float(self.dtype)
     x = self.cast(least_upper_dtype(out_dt, dtypes.float32))
     d = _axis(dim, self.ndim) if self.ndim else None
