@@ -11,19 +11,24 @@ USAGE = ("usage: python -m conformance grade path/to/ops.py [--backend PYTHON] [
 
 def merge_main(argv: list[str]) -> int:
   """CONF.REPORT.merge: read DIR/conformance.json of each run (one per backend or implementation) and write
-  OUT/conformance.json and OUT/coverage.md, the clause-coverage table over all of them."""
+  OUT/conformance.json, OUT/coverage.md (the clause-coverage table over all of them) and the scoreboard
+  OUT/scoreboard.md and OUT/scoreboard.html (CONF.REPORT.scoreboard)."""
   parser = argparse.ArgumentParser(prog="python -m conformance merge",
                                    description="Merge the --report-dir reports of several conformance runs.")
   parser.add_argument("dirs", nargs="+", help="report directories, each with a conformance.json")
-  parser.add_argument("-o", "--out", required=True, help="directory for the merged conformance.json and coverage.md")
+  parser.add_argument("-o", "--out", required=True,
+                      help="directory for the merged conformance.json, coverage.md and scoreboard.md/.html")
   args = parser.parse_args(argv)
   from conformance.report import write_merged
-  try: merged = write_merged(args.dirs, args.out)
+  from conformance.scoreboard import write_scoreboard
+  try:
+    merged = write_merged(args.dirs, args.out)
+    write_scoreboard(merged, args.out)
   except (OSError, ValueError) as e:   # a missing directory or a file that is not a run's report
     print(f"merge: {e}", file=sys.stderr)
     return 2
-  print(f"merged {len(merged['runs'])} runs ({', '.join(r['label'] for r in merged['runs'])}) into "
-        f"{args.out}/conformance.json and {args.out}/coverage.md")
+  print(f"merged {len(merged['runs'])} runs ({', '.join(r['label'] for r in merged['runs'])}) into {args.out}/: "
+        "conformance.json, coverage.md, scoreboard.md, scoreboard.html")
   return 0
 
 

@@ -166,7 +166,8 @@ def bound(key: str, dtype: str) -> Bound:
 @dataclass
 class Verdict:
   """The outcome of comparing one result with its reference: `bad` marks the elements that break the contract, `ulps`
-  is each element's error in ULPs (ACC.MEASURE.ulp) and `why` a one-line account of the worst element."""
+  is each element's error in ULPs (ACC.MEASURE.ulp; in units of an absolute tolerance where that is larger:
+  CONF.REPORT.ulps) and `why` a one-line account of the worst element."""
   ok: bool
   bad: np.ndarray
   ulps: np.ndarray
@@ -205,8 +206,9 @@ def check(got: np.ndarray, ref: np.ndarray, dtype: str, rule: Bound, n: float | 
     ok = _same_bits(got, ref, rule.signed_zero)
     frac = 0.0
   else:
-    limit = rule.evaluate(ulp=ulp(ref, dtype), eps=eps(dtype), n=n, S=np.nan_to_num(S, nan=0.0),
-                          x=np.nan_to_num(x, nan=0.0))
+    values = dict(eps=eps(dtype), n=n, S=np.nan_to_num(S, nan=0.0), x=np.nan_to_num(x, nan=0.0))
+    limit = rule.evaluate(ulp=ulp(ref, dtype), **values)
+    ulps = _reported_ulps(got, ref, dtype, ulps, rule.evaluate(ulp=0.0, **values))
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
       err = np.abs(got - ref)
       close = err <= limit
@@ -216,6 +218,18 @@ def check(got: np.ndarray, ref: np.ndarray, dtype: str, rule: Bound, n: float | 
     frac = np.where(special, 0.0, frac)   # a special value is equal (0) or broken (inf, set by _worst)
   bad = ~ok & mask
   return Verdict(not bad.any(), bad, np.where(mask, ulps, 0.0), _describe(got, ref, bad, rule), _worst(ok, frac, mask))
+
+
+def _reported_ulps(got: np.ndarray, ref: np.ndarray, dtype: str, ulps: np.ndarray, absolute) -> np.ndarray:
+  """CONF.REPORT.ulps: an element's error in ULPs of its reference, or in units of the bound's absolute part (its
+  value with ulp = 0: the eps*S, eps*x, eps terms) where that is larger than ulp(ref). A result that cancels to
+  nearly zero under an absolute tolerance would otherwise count ~1e17 ULPs of its own tiny value while well inside
+  its bound; this way a passing element of a bound `c*ulp + A` counts at most c + 1. Special values keep
+  ulp_distance's 0 or inf."""
+  unit = np.maximum(ulp(ref, dtype), np.broadcast_to(np.asarray(absolute, np.float64), np.shape(ref)))
+  with np.errstate(invalid="ignore", over="ignore"):
+    d = np.abs(np.asarray(got, np.float64) - np.asarray(ref, np.float64)) / unit
+  return np.where(np.isfinite(ulps) & np.isfinite(d), d, ulps)
 
 
 def _worst(ok: np.ndarray, frac: np.ndarray | float, mask: np.ndarray) -> float:

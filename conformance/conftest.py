@@ -47,6 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                        "together run every test once, on any machine (CONF.SHARD)")
 
 
+@pytest.hookimpl(tryfirst=True)   # before pytest's junitxml plugin reads config.option.xmlpath
 def pytest_configure(config: pytest.Config) -> None:
   config.addinivalue_line("markers", "clauses(*ids): the spec clauses a test checks (for the clause coverage report)")
   config.addinivalue_line("markers", "conformance(op, dtype, prop): the catalogue entry, dtype and property of a test")
@@ -55,7 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
   _check_adapter(config)
   report_dir = config.getoption("--report-dir")
   config.pluginmanager.register(ReportPlugin(config, report_dir), "conformance-report")
-  if report_dir and not hasattr(config, "workerinput"): _junit(config, os.path.join(report_dir, "junit.xml"))
+  # --report-dir also writes DIR/junit.xml through pytest's own --junitxml, unless --junitxml names another file
+  if report_dir and not config.option.xmlpath: config.option.xmlpath = os.path.join(report_dir, "junit.xml")
 
 
 def _check_adapter(config: pytest.Config) -> None:
@@ -65,17 +67,6 @@ def _check_adapter(config: pytest.Config) -> None:
   try: load_adapter(impl, backend)
   except Exception as e:   # noqa: BLE001 - whatever the adapter raises, the run cannot start
     raise pytest.UsageError(f"--impl {impl} --backend {backend}: {type(e).__name__}: {e}") from None
-
-
-def _junit(config: pytest.Config, path: str) -> None:
-  """pytest's own JUnit XML writer at `path`, unless --junitxml already chose a file."""
-  from _pytest.junitxml import LogXML, xml_key
-  if xml_key in config.stash: return
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  config.stash[xml_key] = LogXML(path, config.option.junitprefix, config.getini("junit_suite_name"),
-                                 config.getini("junit_logging"), config.getini("junit_duration_report"),
-                                 config.getini("junit_family"), config.getini("junit_log_passing_tests"))
-  config.pluginmanager.register(config.stash[xml_key])
 
 
 @pytest.fixture(scope="session")

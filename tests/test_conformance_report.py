@@ -1,13 +1,21 @@
 """The conformance reports (conformance/report.py): the ULP histogram, the fraction of the bound an error uses
-(CONF.REPORT.fraction), the clause-coverage table, merging the reports of several runs (CONF.REPORT.merge), and a
-small run of the suite under pytest-xdist with a planted bug, whose DIR/conformance.json, junit.xml, coverage.md and
-terminal summary must show the passes, the failure and its reproduction."""
+(CONF.REPORT.fraction) and the ULPs reported under an absolute bound (CONF.REPORT.ulps), the clause-coverage table
+with deselected clauses (CONF.REPORT.deselected), the terminal summary by op (CONF.REPORT.summary), merging the
+reports of several runs (CONF.REPORT.merge), and a small run of the suite under pytest-xdist with a planted bug, whose
+DIR/conformance.json (with its run metadata, CONF.REPORT.meta, valid under the shipped JSON Schema,
+CONF.REPORT.schema), junit.xml, coverage.md, terminal summary and merged scoreboard (CONF.REPORT.scoreboard) must
+show the passes, the failure and its reproduction."""
 from __future__ import annotations
 
 import json
 import os
+import platform
+import re
+import shutil
 import subprocess
 import sys
+from datetime import datetime
+from importlib.metadata import version
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -16,6 +24,7 @@ import pytest
 
 from conformance import accuracy as A
 from conformance.__main__ import main as conformance_main
+from conformance.metadata import FORMAT
 from conformance.report import BIN_NAMES, coverage_markdown, histogram, merge_runs, summary_lines
 from conformance.spec_tables import clauses
 
@@ -68,15 +77,55 @@ def test_fraction_of_the_bound():
   assert A.check(np.array([1, 2]), np.array([1, 3]), "int32", exact).used == np.inf
 
 
-def test_summary_shows_the_fraction_and_the_ulps():
-  row = {"pass": 1, "fail": 0, "xfail": 0, "skip": 0}
-  lines = summary_lines([{**row, "property": "forward", "worst_fraction": 0.25, "worst_ulps": 3e6},
-                         {**row, "property": "forward", "worst_fraction": 0.5, "worst_ulps": 2.0},
-                         {**row, "property": "vjp", "fail": 1, "worst_fraction": None, "worst_ulps": None}])
-  assert lines[0].split() == ["property", "pass", "fail", "xfail", "skip", "worst/bound", "worst", "ULPs"]
-  assert lines[1].split() == ["forward", "2", "0", "0", "0", "0.5", "3e+06"]
-  assert lines[2].split() == ["vjp", "1", "1", "0", "0", "inf", "inf"]
+def test_ulps_under_an_absolute_bound():
+  """CONF.REPORT.ulps: a result that cancels to nearly zero under an absolute tolerance counts in units of that
+  tolerance, not ~1e15 ULPs of its own tiny value (tanh near 0 in float64 did, at 0.37 of its bound); a passing
+  element of `c*ulp + A` counts at most c + 1. A pure ULP bound counts plain ULPs, and ulp_distance
+  (ACC.MEASURE.ulp) is unchanged."""
+  rule = A.Bound("ACC.TEST", "4*ulp + eps*S + 2*eps", exact=False)   # ACC.TANH.f64's bound
+  eps = 2.0 ** -52
+  ref, got = np.array([1e-300, 4.0]), np.array([1e-300 + 2e-16, 4.0 + 2 * 4 * eps])
+  v = A.check(got, ref, "float64", rule)
+  assert v.ok and A.ulp_distance(got, ref, "float64")[0] > 1e15   # the raw measure is absurd here
+  assert v.ulps[0] == pytest.approx(2e-16 / (2 * eps)) and v.ulps[0] <= 4 + 1   # in units of A = 2 eps
+  assert v.ulps[1] == 2.0   # ulp(4) = 4 eps is larger than A: plain ULPs
+  plain = A.check(got, ref, "float64", A.Bound("ACC.TEST", "4*ulp", exact=False))
+  assert not plain.ok and plain.worst_ulps > 1e15   # a pure ULP bound: the same error is 1e15 ULPs, and fails
+
+
+def test_summary_groups_by_op_and_fits_120_columns():
+  """CONF.REPORT.summary: one line per op (tests without a catalogue entry under their test function), the worst
+  fraction and ULPs over its records, the failing property/dtype pairs cut to fit, and the totals."""
+  row = {"pass": 1, "fail": 0, "xfail": 0, "skip": 0, "worst_fraction": 0.0, "worst_ulps": 0.0}
+  rows = [{**row, "op": "exp", "dtype": "float32", "property": "forward", "worst_fraction": 0.25, "worst_ulps": 3.0},
+          {**row, "op": "exp", "dtype": "float16", "property": "vjp", "worst_fraction": 0.5, "worst_ulps": 2.0},
+          {**row, "op": "test_seed_cotangent[x-3]", "dtype": "", "property": "test_seed_cotangent"},
+          {**row, "op": "test_seed_cotangent[x-4]", "dtype": "", "property": "test_seed_cotangent"},
+          {**row, "op": "scaled_dot_product_attention.gqa.with_a_longer_name", "dtype": "float64", "property": "fd"}]
+  rows += [{**row, "op": "abs", "dtype": f"dt{i:02d}", "property": "forward", "pass": 0, "fail": 1,
+            "worst_fraction": None, "worst_ulps": None} for i in range(20)]
+  lines = summary_lines(rows)
+  assert lines[0].split()[:7] == ["op", "pass", "fail", "xfail", "skip", "worst/bound", "worst"]
+  by_op = {line.split()[0]: line for line in lines[1:]}
+  assert by_op["exp"].split() == ["exp", "2", "0", "0", "0", "0.5", "3"]
+  assert by_op["test_seed_cotangent"].split()[1:3] == ["2", "0"]   # two parametrized tests, one line
+  assert by_op["abs"].split()[1:7] == ["0", "20", "0", "0", "inf", "inf"]
+  assert "forward/dt00, forward/dt01" in by_op["abs"] and by_op["abs"].endswith(" more")
+  assert any(k.endswith("~") for k in by_op)   # an op name too long for its column is cut, visibly
+  assert lines[-1].split() == ["4", "ops", "5", "20", "0", "0"]
   assert max(len(line) for line in lines) <= 120
+
+
+def test_coverage_says_deselected():
+  """CONF.REPORT.deselected: a clause cited only by tests that -k, -m or --shard left out is "deselected", listed in
+  its own section, not among the clauses with no test; a clause some run test cites is tested whatever else was
+  deselected."""
+  defined = list(clauses(ROOT / "spec" / "ops.md"))
+  a, b, c = defined[0], defined[5], defined[6]
+  md = coverage_markdown({a: {"PYTHON": {"tests": 2, "passed": 2}}}, chapters=("ops.md",), deselected={a, b})
+  assert f"| `{a}` | 2 | PYTHON | - |" in md and f"| `{b}` | deselected | - | - |" in md
+  untested, rest = md.split("## Clauses with no test")[1].split("## Clauses whose tests were deselected (1)")
+  assert f"- `{c}`" in untested and f"- `{b}`" not in untested and f"- `{b}`" in rest.split("## Descriptive")[0]
 
 
 def _run_report(backend: str, impl: str, by_clause: dict[str, tuple[int, int]]) -> dict:
@@ -168,6 +217,89 @@ def test_small_run_writes_the_reports(small_run):
   assert len(cases) == 3 and len(suites.findall(".//failure")) == 2
   coverage = (out / "coverage.md").read_text()
   assert "| `OP.MAX` | 2 | - |" in coverage and "## spec/gradients.md" in coverage
+  # CONF.REPORT.deselected: -k left out every test citing OP.ADD (the ALU and add tests), so it is not "untested"
+  assert "OP.ADD" in report["deselected_clauses"] and "OP.MAX" not in report["deselected_clauses"]
+  assert "| `OP.ADD` | deselected | - | - |" in coverage
+  assert "- `OP.ADD`" in coverage.split("## Clauses whose tests were deselected")[1]
+  # CONF.REPORT.summary: one line per op, within 120 columns, naming what failed
   assert "conformance summary" in proc.stdout and "worst/bound" in proc.stdout
-  forward_line = next(line for line in proc.stdout.splitlines() if line.startswith("forward "))
-  assert forward_line.split()[1:6] == ["1", "2", "0", "0", "inf"]
+  summary = proc.stdout.split("conformance summary")[1].split("\n")[1:]
+  abs_line = next(line for line in summary if line.startswith("abs "))
+  assert abs_line.split()[1:6] == ["0", "2", "0", "0", "inf"] and "forward/float32, forward/int32" in abs_line
+  exp_line = next(line for line in summary if line.startswith("exp "))
+  assert exp_line.split()[1:3] == ["1", "0"] and float(exp_line.split()[6]) <= 1e3
+  assert next(line for line in summary if line.startswith("2 ops")).split()[2:4] == ["1", "2"]
+  table = summary[:next(i for i, line in enumerate(summary) if line.startswith("2 ops")) + 1]
+  assert max(len(line) for line in table) <= 120
+
+
+def _schema_validator():
+  """The JSON Schema shipped with the suite (conformance/schema/conformance.schema.json, CONF.REPORT.schema), checked
+  by the jsonschema library (the test extra)."""
+  import jsonschema
+  schema = json.loads((ROOT / "conformance" / "schema" / "conformance.schema.json").read_text())
+  jsonschema.Draft202012Validator.check_schema(schema)
+  return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+
+
+def _git_head() -> str | None:
+  if shutil.which("git") is None: return None
+  proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+  return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def test_small_run_metadata_and_schema(small_run):
+  """CONF.REPORT.meta: the run's versions, implementation and device, commit, hypothesis profile and seed, times,
+  command line and selection; CONF.REPORT.schema: the report is valid under the shipped schema, and a report missing
+  its metadata or with a wrong count is not."""
+  proc, out = small_run
+  report = json.loads((out / "conformance.json").read_text())
+  validator = _schema_validator()
+  errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(report)]
+  assert not errors, errors
+  assert (report["format"], report["kind"]) == (FORMAT, "run")
+  meta = report["meta"]
+  assert meta["versions"]["python"] == platform.python_version()
+  for package in ("numpy", "torch", "hypothesis", "pytest"): assert meta["versions"][package] == version(package)
+  assert meta["impl"]["adapter"] == "conformance.adapters.refimpl:RefimplAdapter" and meta["impl"]["name"] == "refimpl"
+  assert meta["impl"]["device"] == {"backend": "PYTHON", "class": "PythonBackend"}
+  assert meta["backend"] == "PYTHON"
+  assert meta["hypothesis"] == {"profile": "ci", "seed": None, "derandomize": True, "max_examples": 6}
+  started, finished = (datetime.fromisoformat(meta[k]) for k in ("started", "finished"))
+  assert started <= finished and 0 < meta["duration_s"] < 300
+  assert "--report-dir" in meta["command"] and meta["workers"] == 2 and meta["shard"] is None
+  assert meta["selection"]["keyword"].startswith("test_forward and (abs-int32")
+  if (head := _git_head()) is not None: assert meta["git"]["suite"]["commit"] == head
+  for broken in ({k: v for k, v in report.items() if k != "meta"},
+                 {**report, "results": [{**report["results"][0], "fail": -1}]},
+                 {**report, "meta": {**meta, "hypothesis": {**meta["hypothesis"], "derandomize": "yes"}}}):
+    assert not validator.is_valid(broken)
+
+
+def test_small_run_merged_with_its_scoreboard(small_run, tmp_path):
+  """CONF.REPORT.merge and CONF.REPORT.scoreboard: merging the run writes a merged report valid under the schema,
+  with the run's metadata, and the scoreboard, whose failing cells link to the failures' reproductions."""
+  _, out = small_run
+  assert conformance_main(["merge", str(out), "-o", str(tmp_path)]) == 0
+  merged = json.loads((tmp_path / "conformance.json").read_text())
+  assert _schema_validator().is_valid(merged) and merged["kind"] == "merged"
+  assert merged["runs"][0]["meta"]["impl"]["name"] == "refimpl" and "OP.ADD" in merged["deselected_clauses"]
+  md = (tmp_path / "scoreboard.md").read_text()
+  row = next(line for line in md.splitlines() if line.startswith("| `abs` | int32 |"))
+  assert "[FAIL](#fail-" in row
+  page = (tmp_path / "scoreboard.html").read_text()
+  links = set(re.findall(r'href="#(fail-\d+)"', page))
+  assert len(links) == 2 and all(f'id="{a}"' in page for a in links)
+  assert "x.abs()" in page.split("<h2>Failures")[1]   # the reproductions, after the table
+
+
+def test_junit_through_pytest_option(tmp_path):
+  """--report-dir sets pytest's own --junitxml to DIR/junit.xml (no private pytest API); an explicit --junitxml wins."""
+  for path in (ROOT / "conformance").rglob("*.py"): assert "_pytest" not in path.read_text(), path
+  mine = tmp_path / "mine.xml"
+  cmd = [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "--report-dir",
+         str(tmp_path / "out"), "--junitxml", str(mine), "-k", "test_forward and abs-int32"]
+  proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+  assert ET.parse(mine).getroot().find(".//testcase") is not None and not (tmp_path / "out" / "junit.xml").exists()
+  assert (tmp_path / "out" / "conformance.json").exists()

@@ -26,6 +26,12 @@ class Adapter:
   def __init__(self, backend: str):
     self.backend = backend
 
+  def describe(self) -> dict[str, Any]:
+    """Facts about the implementation and its device for the run metadata of the reports (CONF.REPORT.meta):
+    `name`, `version` (None: the version of the distribution that ships the adapter's module) and `device`, a dict
+    of what identifies the device (model, driver, compiler). Called once, at the end of a run, on the controller."""
+    return {"name": self.name, "version": getattr(self, "version", None), "device": {"backend": self.backend}}
+
   # ---- what the implementation supports ----
   def unsupported_dtype(self, dtype: str) -> str | None:
     """None when the backend computes in `dtype`, else a reason naming DEV.DTYPE (the test is skipped)."""

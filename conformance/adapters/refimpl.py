@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from conformance.adapters.base import Adapter
+from conformance.metadata import package_version
 from refimpl import Device, Tensor, dtypes, nn
 from refimpl.nn import optim
 from refimpl.dtype import to_dtype
@@ -25,6 +26,19 @@ class RefimplAdapter(Adapter):
     super().__init__(backend)
     Device.DEFAULT = backend
     self.device = Device[backend]   # fails early, naming DEV.REGISTRY, when the backend does not exist
+
+  def describe(self) -> dict[str, Any]:
+    """refimpl's version is the tinyspec checkout's; the device facts are what picks its code: the C compiler and
+    threads of CPU, the OpenCL device and platform of CL, the architecture and binding of CUDA (CONF.REPORT.meta)."""
+    d, facts = self.device, {"backend": self.backend, "class": type(self.device).__name__}
+    try:
+      if self.backend == "CPU": facts.update(compiler=d.compiler_id().replace("\n", " "), threads=d.threads)
+      elif self.backend == "CL":
+        facts.update(device=d.device.name, platform=d.device.platform.name, driver=d.device.driver_version)
+      elif self.backend == "CUDA": facts.update(arch=d.arch, binding=type(d.binding).__name__)
+    except Exception as e:   # noqa: BLE001 - a fact that cannot be read is reported, not fatal
+      facts["error"] = f"{type(e).__name__}: {e}"
+    return {"name": self.name, "version": package_version("tinyspec"), "device": facts}
 
   def unsupported_dtype(self, dtype: str) -> str | None:
     if self.device.supports(to_dtype(dtype)): return None
