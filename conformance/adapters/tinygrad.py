@@ -61,6 +61,13 @@ class TinygradAdapter(Adapter):
     self._isolated: _Isolated | None = None
     self._compiles: dict[str, str | None] = {}   # dtype -> _compile_probe's answer, asked once
 
+  def describe(self) -> dict[str, Any]:
+    """tinygrad's version, and its device's class, renderer and compiler (CONF.REPORT.meta)."""
+    facts = {"backend": self.backend, "class": type(self.device).__name__}
+    for part in ("renderer", "compiler"):
+      if (obj := getattr(self.device, part, None)) is not None: facts[part] = type(obj).__name__
+    return {"name": self.name, "version": self.version, "device": facts}
+
   def unsupported_dtype(self, dtype: str) -> str | None:
     if self._dtype[dtype] not in self._supported:
       return f"DEV.DTYPE: tinygrad's {self.backend} does not compute in {dtype}"
