@@ -12,11 +12,10 @@ failures' reproductions further down the page.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance.report import merge_runs
+from conformance.report import _read_report, _worse, merge_runs
 
 __all__ = ["write_scoreboard", "scoreboard_cells", "scoreboard_markdown", "scoreboard_html"]
 
@@ -34,15 +33,10 @@ def _load(source: Any) -> dict[str, Any]:
     if isinstance(item, dict): reports.append(item); names.append(None); continue
     path = Path(item)
     path = path / "conformance.json" if path.is_dir() else path
-    try: reports.append(json.loads(path.read_text()))
-    except json.JSONDecodeError as e: raise ValueError(f"{path}: not valid JSON ({e})") from None
+    reports.append(_read_report(path))
     names.append(str(item))
   if len(reports) == 1 and reports[0].get("kind") == "merged": return reports[0]
   return merge_runs(reports, names if all(names) else None)
-
-
-def _worse(a: float | None, b: float | None) -> float | None:
-  return None if a is None or b is None else max(a, b)
 
 
 def scoreboard_cells(merged: dict[str, Any]) -> dict[tuple[str, str, str, str], dict[str, Any]]:
