@@ -1,7 +1,8 @@
 """The conformance suite: spec-driven checks of any backend or implementation against torch and the spec.
 
 Run it with `tox -e conformance` (PYTHON) or `tox -e conformance -- --backend CPU`; plain pytest works too:
-`pytest conformance --backend CPU --hypothesis-profile dev`. Where things are:
+`pytest conformance --backend CPU --hypothesis-profile dev`, and from any directory once tinyspec is installed,
+`pytest --pyargs conformance --impl mypkg.adapter:MyAdapter --backend CPU` (docs/adapter.md). Where things are:
 
 - catalogue/     one entry (`Op`) per public Tensor op and per ALU op: how to call it, its torch reference or
                  executable-spec oracle, its input domain, its spec clauses and its tolerance key.
@@ -12,6 +13,7 @@ Run it with `tox -e conformance` (PYTHON) or `tox -e conformance -- --backend CP
                  `Outcome` whose failure message ends with a reproduction.
 - adapters/      the Adapter interface (adapters/base.py) and refimpl's adapter; `--impl module:Class` picks another.
 - xfails.py      expected failures per backend, and known bugs with pinned reproductions (both strict).
-- conftest.py    `--backend`, `--impl`, the hypothesis profiles ci / dev / thorough, the `clauses` marker.
+- plugin.py      the pytest plugin (entry point `pytest11`): `--backend`, `--impl`, the hypothesis profiles ci / dev /
+                 thorough, the `clauses` marker; conftest.py only registers it in a checkout that is not installed.
 - tests/         the property tests, one per (entry, dtype), each marked with the clauses it checks.
 """

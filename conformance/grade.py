@@ -17,11 +17,10 @@ from typing import Any, Callable
 
 from hypothesis import given, settings, strategies as st
 
-import conformance.conftest  # noqa: F401  (registers the hypothesis profiles ci, dev, thorough)
 from conformance import accuracy as A
 from conformance import contrib, properties
 from conformance.adapters.base import Adapter, compiled, load_adapter
-from conformance.conftest import DEFAULT_IMPL
+from conformance.plugin import DEFAULT_IMPL  # importing the plugin registers the hypothesis profiles
 
 __all__ = ["main", "grade", "load_contributions", "ContribAdapter"]
 

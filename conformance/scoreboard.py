@@ -17,13 +17,13 @@ from typing import Any, Iterable
 
 from conformance.report import _read_report, _worse, merge_runs
 
-__all__ = ["write_scoreboard", "scoreboard_cells", "scoreboard_markdown", "scoreboard_html"]
+__all__ = ["write_scoreboard", "load_merged", "scoreboard_cells", "scoreboard_markdown", "scoreboard_html"]
 
 _COUNTS = ("pass", "fail", "xfail", "skip")
 _SHADES = 10   # passing cells: 10 shades from green (an exact result) to amber (at the bound)
 
 
-def _load(source: Any) -> dict[str, Any]:
+def load_merged(source: Any) -> dict[str, Any]:
   """A merged report from: a merged report, one run's report, a list of reports, or run directories / files."""
   if isinstance(source, dict):
     return source if source.get("kind") == "merged" or "runs" in source else merge_runs([source])
@@ -197,7 +197,7 @@ def write_scoreboard(source: dict[str, Any] | Iterable[Any] | str | Path, out_di
   """Write OUT/scoreboard.md and OUT/scoreboard.html for `source`: a merged report (conformance/report.py
   merge_runs), one run's report, a list of reports, or run directories (each with a conformance.json) or report
   files. Returns the paths written, by format."""
-  merged = _load(source)
+  merged = load_merged(source)
   out = Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
   paths = {"md": out / "scoreboard.md", "html": out / "scoreboard.html"}

@@ -1,8 +1,8 @@
-"""The hypothesis profiles the conformance plugin registers (conformance/conftest.py, listed in the README): ci is
+"""The hypothesis profiles the conformance plugin registers (conformance/plugin.py, listed in the README): ci is
 derandomized with no example database, so that two runs draw the same examples; ci-short and triage derive from it."""
 from hypothesis import Phase, settings
 
-import conformance.conftest  # noqa: F401 (registers the profiles)
+import conformance.plugin  # noqa: F401 (registers the profiles)
 
 
 def test_ci_is_reproducible():

@@ -19,7 +19,8 @@ FOUNDATION = ("refimpl.dtype", "refimpl.helpers", "refimpl.device", "refimpl.uop
 LOWER = ("refimpl.engine", "refimpl.codegen", "refimpl.runtime", "refimpl.renderer")
 TENSOR_LEVEL = ("refimpl.tensor", "refimpl.nn", "refimpl.jit")
 NOT_IN_REFIMPL = ("emu", "conformance", "torch", "hypothesis", "tinygrad")
-MAY_IMPORT_CONFORMANCE = ("conformance", "tests", "bench")
+# and adapters, which subclass conformance.adapters.Adapter: the example one that docs/adapter.md shows
+MAY_IMPORT_CONFORMANCE = ("conformance", "tests", "bench", "examples.minimal_adapter")
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def emu_imports_foundation(imports: list[Import]) -> list[Import]:
 
 
 def conformance_imported_by_few(imports: list[Import]) -> list[Import]:
-  """Only conformance itself, tests and bench import conformance."""
+  """Only conformance itself, tests, bench and adapters (examples.minimal_adapter) import conformance."""
   return [i for i in imports if under(i.target, ("conformance",)) and not under(i.module, MAY_IMPORT_CONFORMANCE)]
 
 

@@ -3,7 +3,8 @@
 The suite never imports an implementation directly. It builds input tensors, evaluates the catalogue's call
 expressions (`x.exp()`, `x.sum(axis, keepdim)`, ...) in the adapter's namespace, differentiates, and reads results back
 as numpy arrays, all through an `Adapter`. refimpl's adapter is `conformance.adapters.refimpl:RefimplAdapter`; any
-other implementation of the same tinygrad-style API plugs in with `pytest conformance --impl module:Class`.
+other implementation of the same tinygrad-style API plugs in with `pytest --pyargs conformance --impl module:Class`
+(docs/adapter.md, the page a backend author reads; examples/minimal_adapter is a complete one).
 
 Dtypes travel as names ('float32', 'bfloat16', 'int8', 'bool', ...); bfloat16 values travel as float32 arrays.
 """

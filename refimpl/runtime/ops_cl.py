@@ -44,7 +44,10 @@ class CLBackend(Backend):
   def __init__(self, index: int = 0, sanitize: bool | None = None):
     self.sanitize = sanitize
     cl = self.cl = _pyopencl()
-    platforms = cl.get_platforms()
+    # DEV.CL.absent: no ICD registered (pyopencl's PLATFORM_NOT_FOUND_KHR) means "no CL here", like a missing device
+    try: platforms = cl.get_platforms()
+    except cl.Error as e:
+      raise SpecError("DEV.REGISTRY", f"no OpenCL platform found (is an ICD such as pocl installed?): {e}") from None
     devices = [d for p in platforms[getenv("CL_PLATFORM", 0):] for d in p.get_devices()]
     if not devices: raise SpecError("DEV.REGISTRY", "no OpenCL device found (is an ICD such as pocl installed?)")
     self.device = devices[index]
