@@ -62,15 +62,17 @@ def test_one_compiler_run_per_batch(tmp_path, monkeypatch):
 
 def test_same_name_and_batch_size(tmp_path, monkeypatch):
   """DEV.CPU.batch: two programs named alike cannot share an object (their functions would clash): they go to
-  different batches; BATCH_MAX caps a batch. Already compiled programs are not compiled again."""
+  different batches; BATCH_MAX caps a batch; the batches compile on parallel threads (CPU_THREADS=2 here), each
+  kernel still its own. Already compiled programs are not compiled again."""
   monkeypatch.setenv("CACHE_DIR", str(tmp_path))
   monkeypatch.setattr(ops_cpu, "BATCH_MAX", 3)
+  monkeypatch.setenv("CPU_THREADS", "2")
   tags = fresh_tags(7)
   progs = [probe(t) for t in tags[:5]] + [probe(tags[5], f"probe_{tags[0]}"), probe(tags[6], f"probe_{tags[0]}")]
   dev = CPUBackend()
   dev.compile_many(progs)
-  # names: 5 distinct + 2 more of the first name: batches [0,1,2], [3,4,5'], [6'] (a batch of one compiles alone)
-  assert dev.compiler_runs == 2
+  # names: 5 distinct + 2 more of the first name: batches [0,1,2], [3,4,5'], [6'], run on parallel threads
+  assert dev.compiler_runs == 3
   assert run_all(dev, progs) == tags and dev.compiler_runs == 3
   dev.compile_many(progs)
   assert dev.compiler_runs == 3

@@ -101,6 +101,7 @@ class CPUBackend(Backend):
     self.compiler_runs = 0   # how many times the compiler was invoked (a disk cache hit does not count)
     self._compiler_id: str | None = None
     self._programs: dict[tuple[LinearProgram, bool], CPUProgram] = {}   # keyed by program and checking mode
+    self._rendered: dict[tuple[LinearProgram, bool], str] = {}   # sources compile_many rendered, until compiled
     self._libs: dict[str, ctypes.CDLL] = {}
     self._lock = threading.RLock()   # UOP.HASHCONS.threads: compile is one get-or-make step per program
 
@@ -141,7 +142,8 @@ class CPUBackend(Backend):
 
   def _compile_locked(self, program: LinearProgram, key: tuple[LinearProgram, bool]) -> CPUProgram:
     if key not in self._programs:
-      src = self.renderer.render(program, **({"checked": True} if key[1] else {}))   # the plain call as before
+      src = self._rendered.pop(key, None) or \
+        self.renderer.render(program, **({"checked": True} if key[1] else {}))   # the plain call as before
       if getenv("DEBUG", 0) >= 3: print(src)
       lib = self.compile_c(src, program.name, flags_for(program), kernel_name(program))
       fn = getattr(lib, kernel_name(program))
@@ -157,14 +159,16 @@ class CPUBackend(Backend):
     """DEV.CPU.batch: compile the programs of `programs` that are not compiled yet with as few compiler runs as
     possible: those with the same flags, distinct kernel names and no object in the caches go BATCH_MAX at a time to
     one run of the compiler, each its own translation unit (so each is compiled exactly as alone), linked into one
-    shared object that becomes every one's cache entry. A batch the compiler rejects is compiled one by one, so the
-    error names its kernel. `compile` then finds each program's object in the caches."""
+    shared object that becomes every one's cache entry; several batches run on parallel compiler processes. A batch
+    the compiler rejects is compiled one by one, so the error names its kernel. `compile` then finds each program's
+    object in the caches."""
     checked = checking(self.sanitize)
     pending: dict[tuple[str, ...], dict[str, tuple[str, str, str]]] = {}   # flags -> key -> (source, name, symbol)
     with self._lock:
       for program in programs:
         if (program, checked) in self._programs: continue
         src = self.renderer.render(program, **({"checked": True} if checked else {}))
+        self._rendered[(program, checked)] = src
         flags, symbol = flags_for(program), kernel_name(program)
         key = self._cache_key(src, flags)
         final = None if self.cache_dir is None else self.cache_dir / f"{key}.so"
@@ -172,6 +176,7 @@ class CPUBackend(Backend):
         lib = self._load_cached(final, key, symbol) if final is not None and final.exists() else None
         if lib is not None: self._libs[key] = lib
         else: pending.setdefault(flags, {})[key] = (src, program.name, symbol)
+      batches = []
       for flags, by_key in pending.items():
         units = [(key, *unit) for key, unit in by_key.items()]
         while units:   # a batch takes each kernel name once (one shared object cannot hold two functions of a name)
@@ -179,7 +184,16 @@ class CPUBackend(Backend):
           for u in units:
             if len(batch) < BATCH_MAX and u[3] not in names: batch.append(u); names.add(u[3])
           units = [u for u in units if u not in batch]
-          if len(batch) > 1: self._compile_batch(batch, flags)
+          batches.append((batch, flags))
+      self.compiler_runs += len(batches)
+      if len(batches) <= 1 or self.threads <= 1: done = [self._compile_batch(*b) for b in batches]
+      else:   # separate compiler processes: they run in parallel where there are cores (the GIL is released)
+        done = list(_pool(min(self.threads, len(batches))).map(lambda b: self._compile_batch(*b), batches))
+      for units, obj, lib in done:
+        if lib is None: continue
+        for key, *_ in units:
+          self._libs[key] = lib
+          if self.cache_dir is not None: self._publish(self.cache_dir / f"{key}.so", key, obj)
 
   def compiler_id(self) -> str:
     """The compiler's resolved path and `--version` line: part of the cache key (DEV.CPU.cache)."""
@@ -243,30 +257,27 @@ class CPUBackend(Backend):
       if final is not None: self._publish(final, key, obj)
     return lib   # mapped: removing the temporary file is fine
 
-  def _compile_batch(self, units: list[tuple[str, str, str, str]], flags: tuple[str, ...]) -> None:
-    """DEV.CPU.batch: one compiler run for `units` ((key, source, name, symbol), distinct symbols), one shared object
-    holding them all, published to the cache under each unit's key. On any failure the units are left to `compile`,
-    which compiles them one at a time (and reports a compile error against its own kernel)."""
+  def _compile_batch(self, units: list[tuple[str, str, str, str]], flags: tuple[str, ...]):
+    """DEV.CPU.batch: one compiler run for `units` ((key, source, name, symbol), distinct symbols) into one shared
+    object: (units, the object's bytes, the loaded library), the library None on any failure, which leaves the units
+    to `compile` (it compiles them one at a time and reports a compile error against its own kernel). Touches no
+    state of the backend, so batches can run on several threads."""
     with tempfile.TemporaryDirectory(prefix="tinyspec-cc-") as tmp:
       files = []
       for i, (_, src, name, _) in enumerate(units):
         files.append(Path(tmp) / f"{i}_{name}.c")
         files[-1].write_text(src)
       so_file = Path(tmp) / f"batch-{units[0][0]}.so"
-      self.compiler_runs += 1
       cc = shutil.which(self.cc) or self.cc
       r = subprocess.run([cc, *flags, "-pipe", "-o", str(so_file), *map(str, files), "-lm"], capture_output=True,
                          text=True)
-      if r.returncode != 0: return
+      if r.returncode != 0: return units, b"", None
       try:
         obj = so_file.read_bytes()
-        if _elf_whole(obj): return
+        if _elf_whole(obj): return units, b"", None
         lib = ctypes.CDLL(str(so_file))
-      except OSError: return
-      if not all(hasattr(lib, symbol) for *_, symbol in units): return
-      for key, *_ in units:
-        self._libs[key] = lib
-        if self.cache_dir is not None: self._publish(self.cache_dir / f"{key}.so", key, obj)
+      except OSError: return units, b"", None
+      return units, obj, lib if all(hasattr(lib, symbol) for *_, symbol in units) else None
 
   def _publish(self, final: Path, key: str, obj: bytes) -> None:
     """Write the sealed object under a temporary name and rename it (atomic: a concurrent reader sees the whole
