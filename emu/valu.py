@@ -2,8 +2,10 @@
 
 Values are stored in numpy's dtype for each scalar type (`NP`), except bfloat16, which is held as its uint16 bits.
 `alu(op, dtype, src_dtype)` gives a function of storage arrays (or numpy scalars) that returns a storage array.
-Where numpy's own arithmetic is not provably the spec's (transcendentals, float64 MULACC, huge int -> float), the
-function maps exec_alu over the elements instead: slow, but exact by construction (OP.LIBM)."""
+The transcendentals (EXP2, LOG2, SIN, float POW) call exec_alu's own float64 reference function per element and round
+the results once with numpy (OP.LIBM, OP.ROUND): tests/emu/test_emu_libm.py checks this against exec_alu for every
+16-bit input and by property tests for float32/float64. Where numpy's arithmetic is not provably the spec's (float64
+MULACC, huge int -> float, integer POW), the function maps exec_alu over the elements: slow, exact by construction."""
 from __future__ import annotations
 
 import functools
@@ -13,7 +15,7 @@ import numpy as np
 
 from refimpl.dtype import DType, dtypes
 from refimpl.uop import Ops
-from refimpl.uop.semantics import exec_alu
+from refimpl.uop.semantics import exec_alu, float64_reference
 
 NP: dict[DType, type] = {
   dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16,
@@ -91,6 +93,19 @@ def exec_alu_map(op: Ops, dt: DType, src_dt: DType) -> Callable:
   return fn
 
 
+def libm_map(op: Ops, dt: DType) -> Callable:
+  """OP.LIBM for float `dt`: exec_alu(op, dt, xs) is round_float(float64_reference(op)(*xs), dt), so the reference
+  runs per element in float64 (no dtype checks, no per-element rounding) and from_f64 rounds the whole array once.
+  from_f64 is the same single round-to-nearest-even as round_float, overflow to inf included (the tests prove it)."""
+  ref = float64_reference(op)
+  def fn(*xs):
+    args = np.broadcast_arrays(*(np.asarray(to_float(x, dt), np.float64) for x in xs))
+    flat = [a.ravel().tolist() for a in args]
+    vals = np.fromiter(map(ref, *flat), np.float64, count=args[0].size).reshape(args[0].shape)
+    with np.errstate(over="ignore"): return from_f64(vals, dt)
+  return fn
+
+
 # ---- ops on one kind of dtype
 
 def _max_float(a, b):
@@ -102,13 +117,22 @@ def _max_float(a, b):
   return np.where(a == b, both, np.maximum(a, b))
 
 
+def _by_positive_scalar(a: np.ndarray, b, dt: DType) -> bool:
+  """Whether a / b and a % b are numpy's floor_divide and remainder: a scalar divisor > 0 (numpy divides by a scalar
+  through a multiply, libdivide, about 50x faster than by an array) and no negative dividend (where floor and
+  truncation part). Index arithmetic, divisions of non-negative indices by constants, is nearly always this case."""
+  return np.ndim(b) == 0 and b > 0 and (dtypes.is_unsigned(dt) or a.size == 0 or a.min() >= 0)
+
+
 def _cdiv(dt: DType) -> Callable:
   """OP.CDIV: truncate toward zero; x/0 = -1 (all bits set); min/-1 = min (wraps)."""
   t = NP[dt]
-  if dtypes.is_unsigned(dt):
-    return lambda a, b: np.where(b == 0, t(-1 & ((1 << dt.bits) - 1)), np.floor_divide(a, np.where(b == 0, t(1), b)))
   def cdiv(a, b):
-    a, b = np.asarray(a, t), np.asarray(b, t)
+    a = np.asarray(a, t)
+    if _by_positive_scalar(a, b, dt): return np.floor_divide(a, t(b))
+    b = np.asarray(b, t)
+    if dtypes.is_unsigned(dt):
+      return np.where(b == 0, t(-1 & ((1 << dt.bits) - 1)), np.floor_divide(a, np.where(b == 0, t(1), b)))
     safe = np.where((b == 0) | (b == -1), t(1), b)
     q = np.floor_divide(a, safe)
     q = q + ((q * safe != a) & ((a < 0) != (safe < 0))).astype(t)   # floor -> trunc where inexact and signs differ
@@ -120,7 +144,12 @@ def _cmod(dt: DType) -> Callable:
   """OP.CMOD: remainder with the dividend's sign (C fmod on ints); x%0 = x; min%-1 = 0."""
   t = NP[dt]
   def cmod(a, b):
-    a, b = np.asarray(a, t), np.asarray(b, t)
+    a = np.asarray(a, t)
+    if _by_positive_scalar(a, b, dt):   # a - (a // b) * b, in place: the divide by a scalar is the fast one
+      q = np.floor_divide(a, t(b))
+      q *= t(b)
+      return np.subtract(a, q, out=q)
+    b = np.asarray(b, t)
     bad = (b == 0) | (b == -1) if not dtypes.is_unsigned(dt) else (b == 0)
     r = np.fmod(a, np.where(bad, t(1), b))
     return np.where(b == 0, a, r)   # b == -1 gives 0 from fmod(a, 1)
@@ -188,7 +217,7 @@ def _native(op: Ops, dt: DType) -> Callable | None:
   fl = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FDIV: np.divide, Ops.MAX: _max_float,
         Ops.SQRT: np.sqrt, Ops.TRUNC: np.trunc, Ops.NEG: np.negative,
         Ops.RECIPROCAL: lambda x: np.divide(one, x)}.get(op)
-  if fl is None: return None   # EXP2, LOG2, SIN, POW: OP.LIBM reference values through exec_alu
+  if fl is None: return None   # EXP2, LOG2, SIN, POW: OP.LIBM reference values (libm_map)
   return _via_f32(fl) if dt == BF16 else fl
 
 
@@ -268,7 +297,9 @@ def alu(op: Ops, dt: DType, src_dt: DType | None = None) -> Callable:
   if op is Ops.CAST: return _cast(src_dt, dt)
   if op is Ops.BITCAST: return _bitcast(src_dt, dt)
   fn = _native(op, src_dt)
-  return fn if fn is not None else exec_alu_map(op, dt, src_dt)
+  if fn is not None: return fn
+  if op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW) and kind(src_dt) == "float": return libm_map(op, src_dt)
+  return exec_alu_map(op, dt, src_dt)
 
 
 # ---- folds: a reduction's left-to-right order over an iteration axis (EXEC.THREAD.reduce)

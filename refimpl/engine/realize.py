@@ -16,6 +16,7 @@ from refimpl.uop.ops import UOp
 # BUFFER node -> the device buffer holding its data; entries die with their node
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 _compiled: dict[tuple, tuple[LinearProgram, object, tuple[int, ...]]] = {}
+_built: dict[tuple, tuple[LinearProgram, tuple[int, ...]]] = {}   # programs built by compile_ahead, not compiled yet
 
 
 @dataclass(eq=False)
@@ -62,21 +63,44 @@ def copy_buffer(dst: Buffer, src: Buffer) -> None:
 def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object, tuple[int, ...]]:
   """Lower (with the options of the optimisation pass unless NOOPT=1, EXEC.OPT), linearize and compile a Kernel for
   `device`, once per (device, AST, options, SANITIZE); also which of the kernel's buffers each program slot takes."""
+  key, (prog, slots) = _program(device, kernel)
+  if key not in _compiled: _compiled[key] = (prog, Device[device].compile(prog), slots)
+  _built.pop(key, None)
+  return _compiled[key]
+
+
+def _program(device: str, kernel) -> tuple[tuple, tuple[LinearProgram, tuple[int, ...]]]:
+  """The compile key and the (program, slots) of a Kernel, built once."""
   opts = choose_opts(device, kernel.arg.ast)
   key = (device, kernel.arg.ast, opts, getenv("SANITIZE", 0))   # EXEC.BOUNDS.checked compiles another kernel
-  if key not in _compiled:
-    prog, slots = build_program(kernel.arg.name, kernel.arg.ast, opts)
+  if key in _compiled: return key, _compiled[key][::2]
+  if key not in _built:
+    _built[key] = build_program(kernel.arg.name, kernel.arg.ast, opts)
     if getenv("DEBUG", 0) >= 2 and opts: print(f"{kernel.arg.name}: {list(opts)}")
     if getenv("DEBUG", 0) >= 4:
-      for i, u in enumerate(prog.uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
-    _compiled[key] = (prog, Device[device].compile(prog), slots)
-  return _compiled[key]
+      for i, u in enumerate(_built[key][0].uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
+  return key, _built[key]
+
+
+def compile_ahead(kernels: list[UOp]) -> None:
+  """DEV.CPU.batch: hand a device that compiles several programs at once (a `compile_many` method) every program of
+  this run it has not compiled, before the first launch; the launches still run one by one in order."""
+  todo: dict[str, list[LinearProgram]] = {}
+  for k in kernels:
+    out = k.src[0] if k.src[0].op is Ops.BUFFER else k.src[0].src[0]
+    if k.arg.is_copy or out.arg == 0 or not hasattr(Device[out.src[1].arg], "compile_many"): continue
+    try: key, (prog, _) = _program(out.src[1].arg, k)
+    except Exception: break   # an optimisation only: the in-order loop raises it after the kernels before it ran
+    if key not in _compiled: todo.setdefault(out.src[1].arg, []).append(prog)
+  for device, progs in todo.items():
+    if len(progs) > 1: Device[device].compile_many(progs)
 
 
 def run_kernels(kernels: list[UOp]) -> None:
   """Run KERNEL nodes in order (EXEC.ORDER.device: each finishes before the next starts)."""
   debug = getenv("DEBUG", 0)
   t0 = time.perf_counter()
+  compile_ahead(kernels)
   for k in kernels:
     out = k.src[0] if k.src[0].op is Ops.BUFFER else k.src[0].src[0]   # an in-place write names the version it replaces
     device = out.src[1].arg

@@ -46,6 +46,7 @@ TILE_REGS = 8
 TILE_FLAGS = ("-O3", "-fno-tree-loop-vectorize") + (("-march=native",) if platform.machine().lower() in
                                                     ("x86_64", "amd64") else ())
 LIMITS = Limits()            # DEV.CPU.limits: those of the PYTHON device, so a program that runs there runs here
+BATCH_MAX = 16               # DEV.CPU.batch: programs per compiler run
 PARALLEL_MIN = 4096          # DEV.C.threads: fewer work-groups than this run on the calling thread
 ALIGN = 64
 _NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16,
@@ -100,6 +101,7 @@ class CPUBackend(Backend):
     self.compiler_runs = 0   # how many times the compiler was invoked (a disk cache hit does not count)
     self._compiler_id: str | None = None
     self._programs: dict[tuple[LinearProgram, bool], CPUProgram] = {}   # keyed by program and checking mode
+    self._rendered: dict[tuple[LinearProgram, bool], str] = {}   # sources compile_many rendered, until compiled
     self._libs: dict[str, ctypes.CDLL] = {}
     self._lock = threading.RLock()   # UOP.HASHCONS.threads: compile is one get-or-make step per program
 
@@ -140,7 +142,8 @@ class CPUBackend(Backend):
 
   def _compile_locked(self, program: LinearProgram, key: tuple[LinearProgram, bool]) -> CPUProgram:
     if key not in self._programs:
-      src = self.renderer.render(program, **({"checked": True} if key[1] else {}))   # the plain call as before
+      src = self._rendered.pop(key, None) or \
+        self.renderer.render(program, **({"checked": True} if key[1] else {}))   # the plain call as before
       if getenv("DEBUG", 0) >= 3: print(src)
       lib = self.compile_c(src, program.name, flags_for(program), kernel_name(program))
       fn = getattr(lib, kernel_name(program))
@@ -151,6 +154,46 @@ class CPUBackend(Backend):
       barrier = any(u.op is Ops.BARRIER for u in program.uops)
       self._programs[key] = CPUProgram(program, src, fn, grid, barrier, key[1])
     return self._programs[key]
+
+  def compile_many(self, programs: list[LinearProgram]) -> None:
+    """DEV.CPU.batch: compile the programs of `programs` that are not compiled yet with as few compiler runs as
+    possible: those with the same flags, distinct kernel names and no object in the caches go BATCH_MAX at a time to
+    one run of the compiler, each its own translation unit (so each is compiled exactly as alone), linked into one
+    shared object that becomes every one's cache entry; several batches run on parallel compiler processes. A batch
+    the compiler rejects is compiled one by one, so the error names its kernel. `compile` then finds each program's
+    object in the caches."""
+    checked = checking(self.sanitize)
+    pending: dict[tuple[str, ...], dict[str, tuple[str, str, str]]] = {}   # flags -> key -> (source, name, symbol)
+    with self._lock:
+      for program in programs:
+        if (program, checked) in self._programs: continue
+        src = self.renderer.render(program, **({"checked": True} if checked else {}))
+        self._rendered[(program, checked)] = src
+        flags, symbol = flags_for(program), kernel_name(program)
+        key = self._cache_key(src, flags)
+        final = None if self.cache_dir is None else self.cache_dir / f"{key}.so"
+        if key in self._libs: continue
+        lib = self._load_cached(final, key, symbol) if final is not None and final.exists() else None
+        if lib is not None: self._libs[key] = lib
+        else: pending.setdefault(flags, {})[key] = (src, program.name, symbol)
+      batches = []
+      for flags, by_key in pending.items():
+        units = [(key, *unit) for key, unit in by_key.items()]
+        while units:   # a batch takes each kernel name once (one shared object cannot hold two functions of a name)
+          batch, names = [], set()
+          for u in units:
+            if len(batch) < BATCH_MAX and u[3] not in names: batch.append(u); names.add(u[3])
+          units = [u for u in units if u not in batch]
+          batches.append((batch, flags))
+      self.compiler_runs += len(batches)
+      if len(batches) <= 1 or self.threads <= 1: done = [self._compile_batch(*b) for b in batches]
+      else:   # separate compiler processes: they run in parallel where there are cores (the GIL is released)
+        done = list(_pool(min(self.threads, len(batches))).map(lambda b: self._compile_batch(*b), batches))
+      for units, obj, lib in done:
+        if lib is None: continue
+        for key, *_ in units:
+          self._libs[key] = lib
+          if self.cache_dir is not None: self._publish(self.cache_dir / f"{key}.so", key, obj)
 
   def compiler_id(self) -> str:
     """The compiler's resolved path and `--version` line: part of the cache key (DEV.CPU.cache)."""
@@ -167,14 +210,18 @@ class CPUBackend(Backend):
     source, the compiler, the flags and (with -march=native) the host CPU makes a second compile of the same source
     load the earlier object (DEV.CPU.cache). A cached file that is not a whole object of this key (its trailer says),
     does not load or lacks the function `symbol` is removed and compiled again, with a warning (DEV.CPU.cache.heal)."""
-    host = _host_cpu() if "-march=native" in flags else ""
-    key = hashlib.sha256("\0".join((CACHE_VERSION, src, self.compiler_id(), *flags, host)).encode()).hexdigest()
+    key = self._cache_key(src, flags)
     if key in self._libs: return self._libs[key]
     final = None if self.cache_dir is None else self.cache_dir / f"{key}.so"
     lib = self._load_cached(final, key, symbol) if final is not None and final.exists() else None
     if lib is None: lib = self._compile(src, name, flags, key, final, symbol)
     self._libs[key] = lib
     return lib
+
+  def _cache_key(self, src: str, flags: tuple[str, ...]) -> str:
+    """DEV.CPU.cache: the sha256 of the source, the compiler, the flags and (with -march=native) the host CPU."""
+    host = _host_cpu() if "-march=native" in flags else ""
+    return hashlib.sha256("\0".join((CACHE_VERSION, src, self.compiler_id(), *flags, host)).encode()).hexdigest()
 
   def _load_cached(self, path: Path, key: str, symbol: str | None) -> ctypes.CDLL | None:
     """DEV.CPU.cache.heal: the cached object at `path` if it is whole and ours, else None after removing it."""
@@ -197,7 +244,7 @@ class CPUBackend(Backend):
       c_file.write_text(src)
       self.compiler_runs += 1
       cc = shutil.which(self.cc) or self.cc
-      r = subprocess.run([cc, *flags, "-o", str(so_file), str(c_file), "-lm"], capture_output=True, text=True)
+      r = subprocess.run([cc, *flags, "-pipe", "-o", str(so_file), str(c_file), "-lm"], capture_output=True, text=True)
       if r.returncode != 0: raise _compile_error(self.cc, name, src, r.returncode, r.stderr + r.stdout)
       try:
         obj = so_file.read_bytes()
@@ -207,12 +254,38 @@ class CPUBackend(Backend):
       if lib is None:   # DEV.CPU.compile-error: the compiler said yes, but what it wrote is no object of ours
         raise SpecError("DEV.COMPILE", f"compiler {self.cc!r} ({cc}) exited 0 compiling {name}, but its output "
                         f"{so_file} is unusable: {why}")
-      if final is not None:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp_final = final.parent / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp_final.write_bytes(_sealed(obj, key))
-        os.replace(tmp_final, final)   # atomic: a concurrent reader sees the whole object or none
+      if final is not None: self._publish(final, key, obj)
     return lib   # mapped: removing the temporary file is fine
+
+  def _compile_batch(self, units: list[tuple[str, str, str, str]], flags: tuple[str, ...]):
+    """DEV.CPU.batch: one compiler run for `units` ((key, source, name, symbol), distinct symbols) into one shared
+    object: (units, the object's bytes, the loaded library), the library None on any failure, which leaves the units
+    to `compile` (it compiles them one at a time and reports a compile error against its own kernel). Touches no
+    state of the backend, so batches can run on several threads."""
+    with tempfile.TemporaryDirectory(prefix="tinyspec-cc-") as tmp:
+      files = []
+      for i, (_, src, name, _) in enumerate(units):
+        files.append(Path(tmp) / f"{i}_{name}.c")
+        files[-1].write_text(src)
+      so_file = Path(tmp) / f"batch-{units[0][0]}.so"
+      cc = shutil.which(self.cc) or self.cc
+      r = subprocess.run([cc, *flags, "-pipe", "-o", str(so_file), *map(str, files), "-lm"], capture_output=True,
+                         text=True)
+      if r.returncode != 0: return units, b"", None
+      try:
+        obj = so_file.read_bytes()
+        if _elf_whole(obj): return units, b"", None
+        lib = ctypes.CDLL(str(so_file))
+      except OSError: return units, b"", None
+      return units, obj, lib if all(hasattr(lib, symbol) for *_, symbol in units) else None
+
+  def _publish(self, final: Path, key: str, obj: bytes) -> None:
+    """Write the sealed object under a temporary name and rename it (atomic: a concurrent reader sees the whole
+    object or none, DEV.CPU.cache)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp_final = final.parent / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp_final.write_bytes(_sealed(obj, key))
+    os.replace(tmp_final, final)
 
   # ---- running (DEV.LAUNCH)
   def launch(self, compiled: CPUProgram, bufs: list[Buffer], vals: dict[str, int] | None = None,

@@ -10,6 +10,7 @@ Each op (or family) is one small function whose docstring names its clause; `_IM
 """
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from typing import Callable, NamedTuple, Sequence
@@ -18,7 +19,7 @@ from refimpl.dtype import ConstType, DType, dtypes, round_float, wrap_int
 from refimpl.helpers import SpecError
 from refimpl.uop.opcodes import GroupOp, Ops
 
-__all__ = ["ALU_DTYPES", "alu_result_dtype", "exec_alu"]
+__all__ = ["ALU_DTYPES", "alu_result_dtype", "exec_alu", "float64_reference"]
 
 _INF, _NAN = math.inf, math.nan
 
@@ -429,3 +430,16 @@ def _make_rule(op: Ops) -> _Rule:
 
 
 _RULES = {op: _make_rule(op) for op in _IMPLS}
+
+
+# OP.LIBM: the float ops whose exec_alu result is one float64 value (the math library's, with each clause's special
+# cases) rounded once to the result dtype by _round. Nothing else happens between that value and the result.
+_ROUNDED_FROM_FLOAT64 = (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW)
+
+
+def float64_reference(op: Ops) -> Callable[..., float]:
+  """The float64 function behind a transcendental (OP.LIBM): for op in EXP2, LOG2, SIN, POW, every float dtype dt
+  and float operands xs of dt, exec_alu(op, dt, xs) == round_float(float64_reference(op)(*xs), dt). A vectorized
+  executor (the emulator's) calls it per element and rounds the results with its own exact rounding (OP.ROUND)."""
+  if op not in _ROUNDED_FROM_FLOAT64: raise SpecError("OP.LIBM", f"{op!r} has no float64 reference function")
+  return functools.partial(_IMPLS[op], _SCALARS[dtypes.float64])   # _round is the identity for float64

@@ -125,3 +125,22 @@ def test_fold_is_left_to_right(op, dt):
     g = got[t]
     g = bool(g) if dt == dtypes.bool else int(g) if dtypes.is_int(dt) else float(valu.to_float(np.asarray(g), dt))
     assert same(g, acc), f"{op.name} {dt!r} thread {t}: {g!r} != {acc!r}"
+
+
+INT_DTYPES = sorted(ALU_DTYPES[Ops.CDIV], key=lambda d: d.priority)
+
+
+@pytest.mark.parametrize("dt", INT_DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", [Ops.CDIV, Ops.CMOD], ids=lambda o: o.name)
+@settings(max_examples=20, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_divide_by_scalar(op, dt, data):
+  """OP.CDIV, OP.CMOD with a scalar divisor (the fast path for non-negative dividends, valu._by_positive_scalar) and
+  dividends all >= 0 or with negatives (the general path), against exec_alu."""
+  lo, hi = dtypes.min(dt), dtypes.max(dt)
+  nonneg = data.draw(st.booleans())
+  xs = data.draw(st.lists(st.integers(0 if nonneg else lo, hi) | st.sampled_from([0, hi] + ([] if nonneg else [lo])),
+                          min_size=1, max_size=30))
+  d = data.draw(st.integers(lo, hi) | st.sampled_from([v for v in (1, 2, 3, 306, hi, -1, lo) if lo <= v <= hi]))
+  got = valu.alu(op, dt)(valu.to_storage(xs, dt), valu.NP[dt](d))
+  assert [int(g) for g in got] == [exec_alu(op, dt, [x, d]) for x in xs], (xs, d)
