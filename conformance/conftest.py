@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from conformance.adapters.base import Adapter, load_adapter
 from conformance.report import ReportPlugin
+from conformance.viz import VizPlugin
 from conformance.xfails import expected_failure
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
@@ -45,6 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
   group.addoption("--shard", default=None, metavar="K/N",
                   help="run shard K of N (1 <= K <= N): each test id goes to one shard by its CRC-32, so the N shards "
                        "together run every test once, on any machine (CONF.SHARD)")
+  group.addoption("--viz-dir", default=None, metavar="DIR",
+                  help="write a VIZ bundle of refimpl's rewrites for each failing test to DIR (CONF.VIZ)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
   _check_adapter(config)
   report_dir = config.getoption("--report-dir")
   config.pluginmanager.register(ReportPlugin(config, report_dir), "conformance-report")
+  if (viz_dir := config.getoption("--viz-dir")): config.pluginmanager.register(VizPlugin(viz_dir), "conformance-viz")
   if report_dir and not hasattr(config, "workerinput"): _junit(config, os.path.join(report_dir, "junit.xml"))
 
 

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from refimpl.codegen.search import build_program, choose_opts
 from refimpl.engine import counters
 from refimpl.device import Buffer, Device, LinearProgram
-from refimpl.helpers import getenv
+from refimpl.helpers import getenv, knob
 from refimpl.uop import Ops
+from refimpl.uop import capture as viz_capture
 from refimpl.uop.ops import UOp
 
 # BUFFER node -> the device buffer holding its data; entries die with their node
@@ -61,16 +62,53 @@ def copy_buffer(dst: Buffer, src: Buffer) -> None:
 
 def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object, tuple[int, ...]]:
   """Lower (with the options of the optimisation pass unless NOOPT=1, EXEC.OPT), linearize and compile a Kernel for
-  `device`, once per (device, AST, options, SANITIZE); also which of the kernel's buffers each program slot takes."""
+  `device`, once per (device, AST, options, SANITIZE); also which of the kernel's buffers each program slot takes.
+  With a VIZ recorder installed (DEV.VIZ.capture), each kernel is compiled again once per recorder, in a group of its
+  own, so that its rewrites are recorded even when an earlier run compiled it."""
+  rec = viz_capture.recorder
+  if rec is not None and rec.first_time((device, kernel.arg.ast, *(knob(k) for k in ("NOOPT", "BEAM", "SANITIZE")))):
+    with rec.group("kernel", kernel.arg.name, device=device) as g:
+      g.snapshot("ast", kernel.arg.ast)
+      opts = choose_opts(device, kernel.arg.ast)
+      g.info["opts"] = [repr(o) for o in opts] if opts else ("NOOPT=1" if opts is None else "none")
+      key = (device, kernel.arg.ast, opts, getenv("SANITIZE", 0))
+      _compiled[key] = _compile(device, kernel, opts)
+      prog, compiled, _ = _compiled[key]
+      g.texts["program"] = program_text(prog.uops)
+      g.texts["source"] = source_of(device, prog, compiled)
+    return _compiled[key]
   opts = choose_opts(device, kernel.arg.ast)
   key = (device, kernel.arg.ast, opts, getenv("SANITIZE", 0))   # EXEC.BOUNDS.checked compiles another kernel
-  if key not in _compiled:
-    prog, slots = build_program(kernel.arg.name, kernel.arg.ast, opts)
-    if getenv("DEBUG", 0) >= 2 and opts: print(f"{kernel.arg.name}: {list(opts)}")
-    if getenv("DEBUG", 0) >= 4:
-      for i, u in enumerate(prog.uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
-    _compiled[key] = (prog, Device[device].compile(prog), slots)
+  if key not in _compiled: _compiled[key] = _compile(device, kernel, opts)
   return _compiled[key]
+
+
+def _compile(device: str, kernel, opts) -> tuple[LinearProgram, object, tuple[int, ...]]:
+  prog, slots = build_program(kernel.arg.name, kernel.arg.ast, opts)
+  if getenv("DEBUG", 0) >= 2 and opts: print(f"{kernel.arg.name}: {list(opts)}")
+  if getenv("DEBUG", 0) >= 4:
+    for i, u in enumerate(prog.uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
+  return prog, Device[device].compile(prog), slots
+
+
+def program_text(uops: tuple) -> str:
+  """A linear program as VIZ shows it, a line per UOp: position, op, dtype, the positions of its sources, arg."""
+  pos = {u: i for i, u in enumerate(uops)}
+  return "\n".join(f"{i:4d} {u.op.name:14s} {u.dtype!r:28s} {str([pos.get(s, '?') for s in u.src]):16s} {u.arg!r}"
+                   for i, u in enumerate(uops))
+
+
+def source_of(device: str, prog: LinearProgram, compiled) -> str:
+  """The source a device compiled (C, OpenCL C, CUDA C). PYTHON runs the linear program itself (emu): VIZ shows the
+  C that the CPU device would compile for it instead, saying so."""
+  src = getattr(compiled, "src", None)
+  if isinstance(src, str): return src
+  try:
+    from refimpl.renderer.cstyle import CRenderer
+    return f"// {device} runs the linear program itself; the CPU device would compile this C:\n" + \
+           CRenderer().render(prog)
+  except Exception as e:   # noqa: BLE001 - a program the C renderer refuses still has its linear program to show
+    return f"// {device} runs the linear program itself ({type(e).__name__}: {e})"
 
 
 def run_kernels(kernels: list[UOp]) -> None:
