@@ -109,6 +109,29 @@ def test_replay_ends_at_every_kernels_output(recorder):
   assert sum(len(r["steps"]) for g in kernels for r in g.rewrites) > 10
 
 
+def test_incremental_replay_is_the_replay_from_scratch(recorder, monkeypatch):
+  """DEV.VIZ.replay: the replay that keeps node forms between steps gives, at every step, the very graph a replay from
+  scratch of the steps so far gives (a matmul tile with options on CPU and a padded conv2d: about 200 steps)."""
+  seen = []
+  finish = capture.RewriteRecord.finish
+  monkeypatch.setattr(capture.RewriteRecord, "finish", lambda self, out, error=None: (
+    seen.append((self.sink, list(self.steps), out)), finish(self, out, error))[1])
+  a, b = Tensor(np.ones((64, 48), np.float32), device="CPU"), Tensor(np.ones((48, 40), np.float32), device="CPU")
+  ((a @ b).relu().sum(1) + 1).realize()
+  Tensor(np.ones((2, 3, 9, 9), np.float32)).conv2d(Tensor(np.ones((4, 3, 3, 3), np.float32)), padding=1).realize()
+  checked = 0
+  for sink, steps, out in seen:
+    kept = capture.Replay(sink)
+    for k, (matched, result, _) in enumerate(steps):
+      got = kept.step(matched, result)
+      fresh = capture.Replay(sink)
+      fresh.replaced = {m: r for m, r, _ in steps[:k + 1]}
+      assert got is fresh.replay()
+      checked += 1
+    assert not steps or got is out
+  assert checked > 150
+
+
 def test_a_kernel_is_recorded_once_per_recorder(recorder):
   """A kernel compiled before the recorder started is compiled again once for it (so a conformance example's kernels
   are all in its bundle), and not again after that."""
@@ -134,7 +157,9 @@ def test_capture_is_cut_at_its_caps():
     graph_rewrite(((x + 0) * 1).sink(), symbolic)
     graph_rewrite(((x * 1) + 0).sink(), symbolic)
     assert len(rec.groups[0].rewrites) == 1 and rec.cut == 1
-    assert any("1 graph_rewrites after" in n for n in bundle(rec.to_json())["notes"])
+    (Tensor([1.0, 2.0]) * 5).numpy()   # a schedule and a kernel: neither group nor graph is kept once full
+    assert len(rec.groups) == 1 and rec.cut > 2
+    assert any(f"{rec.cut} graph_rewrites, graphs or groups after" in n for n in bundle(rec.to_json())["notes"])
   finally:
     capture.stop()
     capture.recorder = previous

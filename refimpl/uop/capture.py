@@ -8,7 +8,7 @@ the group "other rewrites" when it changed something.
 
 A record keeps, for each step, the root of the whole graph as it stands after that step. UOps are hash-consed, so a
 graph is its root: the graph after step k is the input graph with every node matched in steps 1..k replaced by its
-replacement and the nodes above them rebuilt (`_replay`). The last step's graph is the rewrite's output
+replacement and the nodes above them rebuilt (`Replay`). The last step's graph is the rewrite's output
 (DEV.VIZ.replay). Nodes are written once per record into a table of [op, dtype, arg, source ids].
 
 Cost: with no recorder, `graph_rewrite` checks the module-level `recorder` once per call and does nothing else
@@ -38,11 +38,14 @@ class Group:
   graphs: dict[str, dict] = field(default_factory=dict)
   texts: dict[str, str] = field(default_factory=dict)
   rewrites: list[dict] = field(default_factory=list)
+  owner: Recorder | None = field(default=None, repr=False)
 
   def snapshot(self, label: str, root) -> None:
-    """Keep the graph under `root` as it is now, under `label`."""
+    """Keep the graph under `root` as it is now, under `label` (DEV.VIZ.cap: not once the recorder is full)."""
+    if self.owner is not None and self.owner.full(): return
     table = NodeTable()
     self.graphs[label] = {"nodes": table.rows, "root": table.add(root)}
+    if self.owner is not None: self.owner.bytes += len(json.dumps(self.graphs[label]))
 
   def to_json(self) -> dict:
     return {"kind": self.kind, "name": self.name, "info": self.info, "graphs": self.graphs, "texts": self.texts,
@@ -71,36 +74,58 @@ class NodeTable:
     return self.ids[root]
 
 
-def _replay(root, replaced: dict) -> Any:
-  """The graph under `root` with each key of `replaced` replaced by its value, the replacement itself replayed the
-  same way, and the nodes above a replacement rebuilt on their new sources (graph_rewrite's own order, RW.ENGINE).
+class Replay:
+  """The graph under `root` after each step (DEV.VIZ.replay): every node matched so far replaced by its replacement,
+  the replacement itself replayed the same way, and the nodes above a replacement rebuilt on their new sources
+  (graph_rewrite's own order, RW.ENGINE). Each node's replayed form is kept between steps, and a step forgets only
+  the forms that looked at the node it matched, so a step costs the nodes above that node, not the whole graph.
   Depth-first with an explicit stack (graphs can be deep); a chain that runs back into a node still being replayed
   (only after a rewrite loop, RW.ENGINE.loop) is cut there."""
-  memo: dict[Any, Any] = {}
-  grey: set = set()   # nodes whose dependencies are being replayed
-  stack = [root]
-  while stack:
-    u = stack[-1]
-    if u in memo: stack.pop(); continue
-    if u not in grey:
-      grey.add(u)
-      deps = [replaced[u]] if u in replaced else list(u.src)
-      for d in deps:
-        if d in grey and d not in memo: memo[d] = d   # a cycle: cut it
-      stack.extend(d for d in deps if d not in memo)
-      continue
-    if u in replaced: final = memo[replaced[u]]
-    else:
-      src = tuple(memo[s] for s in u.src)
-      new = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
-      if new is not u and new in replaced and new not in memo and new not in grey:
-        stack.append(new)   # the rebuilt node is one a rule rewrote: replay that first, then come back
+  def __init__(self, root):
+    self.root = root
+    self.replaced: dict[Any, Any] = {}
+    self.memo: dict[Any, Any] = {}
+    self.users: dict[Any, list] = {}   # node -> nodes whose replayed form was computed by looking at it
+
+  def step(self, matched, result) -> Any:
+    """The root after `matched` became `result`."""
+    self.replaced[matched] = result
+    stale = [matched]
+    while stale:
+      x = stale.pop()
+      self.memo.pop(x, None)
+      stale.extend(self.users.pop(x, ()))
+    return self.replay()
+
+  def _done(self, u, final, looked_at) -> None:
+    self.memo[u] = final
+    for d in looked_at: self.users.setdefault(d, []).append(u)
+
+  def replay(self) -> Any:
+    memo, replaced = self.memo, self.replaced
+    grey: set = set()   # nodes whose dependencies are being replayed
+    stack = [self.root]
+    while stack:
+      u = stack[-1]
+      if u in memo: stack.pop(); continue
+      if u not in grey:
+        grey.add(u)
+        deps = [replaced[u]] if u in replaced else list(u.src)
+        for d in deps:
+          if d in grey and d not in memo: memo[d] = d   # a cycle: cut it
+        stack.extend(d for d in deps if d not in memo)
         continue
-      final = memo.get(new, new)
-    memo[u] = final
-    grey.discard(u)
-    stack.pop()
-  return memo[root]
+      if u in replaced: self._done(u, memo[replaced[u]], (replaced[u],))
+      else:
+        src = tuple(memo[s] for s in u.src)
+        new = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+        if new is not u and new in replaced and new not in memo and new not in grey:
+          stack.append(new)   # the rebuilt node is one a rule rewrote: replay that first, then come back
+          continue
+        self._done(u, memo.get(new, new), u.src + ((new,) if new is not u else ()))
+      grey.discard(u)
+      stack.pop()
+    return memo[self.root]
 
 
 class RewriteRecord:
@@ -122,12 +147,10 @@ class RewriteRecord:
 
   def finish(self, out, error: BaseException | None = None) -> None:
     """Replay the steps into whole graphs, write the record into the current group (DEV.VIZ.replay)."""
-    table = NodeTable()
-    replaced: dict = {}
+    table, replay = NodeTable(), Replay(self.sink)
     steps = []
     for matched, result, rule in self.steps:
-      replaced[matched] = result
-      root = _replay(self.sink, replaced)
+      root = replay.step(matched, result)
       steps.append({"clause": rule.clause, "rule": rule.label, "matched": table.add(matched),
                     "result": table.add(result), "root": table.add(root)})
     record = {"name": self.name or "graph_rewrite", "top_down": self.top_down, "input": table.add(self.sink),
@@ -144,14 +167,14 @@ class Recorder:
     self.current: Group | None = None
     self.other: Group | None = None
     self.bytes = 0
-    self.cut = 0          # rewrites not kept because max_bytes was reached
+    self.cut = 0          # rewrites, graphs and groups not kept because max_bytes was reached
     self.seen: set = set()   # kernels recorded: each compiled kernel is recorded once per recorder
 
   @contextlib.contextmanager
   def group(self, kind: str, name: str, **info) -> Iterator[Group]:
     """Record into a new group for the length of the block."""
-    g, previous = Group(kind, name, dict(info)), self.current
-    self.groups.append(g)
+    g, previous = Group(kind, name, dict(info), owner=self), self.current
+    if not self.full(): self.groups.append(g)   # DEV.VIZ.cap: a group after the cap is recorded into, then dropped
     self.current = g
     try: yield g
     finally: self.current = previous
@@ -162,11 +185,15 @@ class Recorder:
     self.seen.add(key)
     return True
 
+  def full(self) -> bool:
+    """Whether max_bytes of records are kept: then what comes is counted in `cut`, not kept (DEV.VIZ.cap)."""
+    if self.bytes < self.max_bytes: return False
+    self.cut += 1
+    return True
+
   def begin(self, sink, name: str | None, top_down: bool) -> RewriteRecord | None:
     """A record for a graph_rewrite starting now, or None once max_bytes is reached."""
-    if self.bytes >= self.max_bytes:
-      self.cut += 1
-      return None
+    if self.full(): return None
     return RewriteRecord(self, sink, name, top_down)
 
   def keep(self, record: dict) -> None:

@@ -85,8 +85,8 @@ def bundle(recorded: dict, program: str = "", spec_dir: Path = SPEC_DIR) -> dict
   notes = []
   if not known: notes.append(f"spec/ was not found beside the package ({spec_dir}): clause prose is missing")
   if recorded["cut_rewrites"]:
-    notes.append(f"capture cut (DEV.VIZ.cap): {recorded['cut_rewrites']} graph_rewrites after the first "
-                 f"{recorded['max_bytes'] >> 20} MiB of records were not recorded")
+    notes.append(f"capture cut (DEV.VIZ.cap): {recorded['cut_rewrites']} graph_rewrites, graphs or groups after the "
+                 f"first {recorded['max_bytes'] / 2 ** 20:g} MiB of records were not recorded")
   cut_steps = sum(r["cut"] for g in recorded["groups"] for r in g["rewrites"])
   if cut_steps:
     notes.append(f"capture cut (DEV.VIZ.cap): {cut_steps} rule applications beyond {recorded['max_steps']} per "
