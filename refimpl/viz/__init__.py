@@ -34,7 +34,9 @@ def finish() -> Path | None:
   setting = knob("VIZ")
   directory = Path(setting) if isinstance(setting, str) else Path(tempfile.mkdtemp(prefix="tinyspec-viz-"))
   from refimpl.viz.bundle import write
-  path = write(rec.to_json(), directory, f"{Path(sys.argv[0] or 'python').stem}-{os.getpid()}", " ".join(sys.argv))
+  script = Path(sys.argv[0] or "python")
+  name = script.parent.name if script.stem == "__main__" else script.stem   # `python -m pytest`: "pytest"
+  path = write(rec.to_json(), directory, f"{name}-{os.getpid()}", " ".join(sys.argv))
   if setting == 1 and sys.stdout.isatty() and sys.stdin.isatty(): serve(directory)
   else: print(f"VIZ: bundle written to {path}; serve it with: python -m refimpl.viz {directory}", file=sys.stderr)
   return path
