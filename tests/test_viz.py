@@ -193,6 +193,16 @@ def test_bundle_of_the_seed_walkthrough(tmp_path):
   assert "for (int32_t ridx0" in next(v["text"] for v in mm["views"] if v["title"] == "source")
 
 
+def test_viz_1_without_a_terminal_writes_the_bundle(tmp_path):
+  """DEV.VIZ.serve: `VIZ=1` whose output is not a terminal (a test, CI) does not block: it writes the bundle to a new
+  temporary directory and prints where it is and how to serve it."""
+  proc = _run(MATMUL, {"VIZ": "1", "TMPDIR": str(tmp_path)}, tmp_path)
+  assert proc.returncode == 0 and "[[7.0, 8.0], [16.0, 17.0]]" in proc.stdout
+  (path,) = tmp_path.glob("tinyspec-viz-*/prog-*.viz.json")
+  assert f"VIZ: bundle written to {path}; serve it with: python -m refimpl.viz {path.parent}" in proc.stderr
+  assert json.loads(path.read_text())["format"] == "tinyspec-viz 1"
+
+
 def test_viz_1_on_a_terminal_serves_and_prints_the_url(tmp_path):
   """DEV.VIZ.serve: `VIZ=1 python prog.py` in a terminal serves the explorer on 127.0.0.1 at the end of the run and
   prints its URL; the page and the run's bundle are there."""
