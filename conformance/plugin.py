@@ -55,6 +55,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help=f"adapter of the implementation under test as module:Class (default: $TINYSPEC_IMPL, else "
                        f"{DEFAULT_IMPL}; docs/adapter.md)")
   group.addoption("--report-dir", default=None, help="write conformance.json, junit.xml and coverage.md there")
+  group.addoption("--viz-dir", default=None, metavar="DIR",
+                  help="write a VIZ bundle of refimpl's rewrites for each failing test to DIR (CONF.VIZ)")
   group.addoption("--shard", default=None, metavar="K/N",
                   help="run shard K of N (1 <= K <= N): each test id goes to one shard by its CRC-32, so the N shards "
                        "together run every test once, on any machine (CONF.SHARD)")
@@ -92,6 +94,9 @@ def start(config: pytest.Config) -> None:
   from conformance.report import ReportPlugin   # here: it reads the spec, which a run of other tests need not
   report_dir = config.getoption("--report-dir")
   config.pluginmanager.register(ReportPlugin(config, report_dir), "conformance-report")
+  if (viz_dir := config.getoption("--viz-dir")):
+    from conformance.viz import VizPlugin
+    config.pluginmanager.register(VizPlugin(viz_dir), "conformance-viz")
   # --report-dir also writes DIR/junit.xml through pytest's own --junitxml, unless --junitxml names another file; this
   # takes effect when start() runs from this plugin's tryfirst pytest_configure (the suite named on the command line)
   if report_dir and not config.option.xmlpath: config.option.xmlpath = os.path.join(report_dir, "junit.xml")

@@ -8,6 +8,8 @@ from refimpl.helpers import Context, GlobalCounters, SpecError, getenv  # noqa: 
 from refimpl.tensor import Tensor  # noqa: E402
 from refimpl.jit import TinyJit  # noqa: E402
 from refimpl.uop.ops import UOp  # noqa: E402
+from refimpl.viz import install_from_environment  # noqa: E402
+install_from_environment()   # DEV.VIZ: with VIZ set, every graph_rewrite from here on is recorded
 
 __all__ = ["dtypes", "DType", "Device", "Tensor", "TinyJit", "UOp", "Variable", "Context", "GlobalCounters", "getenv"]
 

@@ -81,6 +81,15 @@ def _device(name: str, raw: str) -> str:
   return raw
 
 
+def _viz(name: str, raw: str) -> int | str:
+  """DEV.VIZ: 0 off, 1 record and serve (or write to a temporary directory), anything else a bundle directory."""
+  if raw.strip() in ("0", "1"): return int(raw)
+  if re.fullmatch(r"\s*[+-]?\d+\s*", raw): raise KnobError(f"{name} must be 0, 1 or a directory, got {raw!r}")
+  if os.path.exists(raw) and not os.path.isdir(raw):
+    raise KnobError(f"{name} must be 0, 1 or a directory, got file {raw!r}")
+  return raw
+
+
 @dataclass(frozen=True)
 class Knob:
   """One knob: its name, how a value is checked and converted, its value when unset, what it does."""
@@ -102,6 +111,8 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
   Knob("CC", _command, "cc", "the CPU device's C compiler (DEV.CPU.compiler)"),
   Knob("DEV", _device, "PYTHON", "the default device (DEV.REGISTRY)"),
   Knob("CL_PLATFORM", _count, 0, "the first OpenCL platform searched for devices (DEV.CL)"),
+  Knob("VIZ", _viz, 0, "1: record every graph_rewrite and serve the explorer at exit; DIR: write the bundle there "
+      "(DEV.VIZ)"),
 )}
 
 

@@ -26,10 +26,12 @@ BAD = {   # knob -> values outside its type or range, and the phrase the error u
   "CC": (["ccache gcc", "gcc -O2"], "one command name or path without spaces (no arguments)"),
   "DEV": (["c p u", "CPU:x", "1CPU"], "a device name such as CPU or CUDA:1"),
   "CL_PLATFORM": (["first", "-1"], "a non-negative integer"),
+  "VIZ": (["2", "-1", __file__], "0, 1 or a directory"),
 }
 GOOD = {"DEBUG": ["0", "4", "7"], "NOOPT": ["0", "1"], "BEAM": ["0", "2", "16"], "SANITIZE": ["0", "1"],
         "CPU_THREADS": ["0", "1", "8"], "PACK": ["0", "1"], "CACHE": ["0", "1"], "CACHE_DIR": [str(ROOT / "absent")],
-        "CC": ["cc", "/usr/bin/gcc", "clang-15"], "DEV": ["CPU", "cuda:1", "PYTHON"], "CL_PLATFORM": ["0", "1"]}
+        "CC": ["cc", "/usr/bin/gcc", "clang-15"], "DEV": ["CPU", "cuda:1", "PYTHON"], "CL_PLATFORM": ["0", "1"],
+        "VIZ": ["0", "1", str(ROOT / "absent")]}
 
 
 def test_every_knob_has_bad_values_here():

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from refimpl.codegen.search import build_program, choose_opts
 from refimpl.engine import counters
 from refimpl.device import Buffer, Device, LinearProgram
-from refimpl.helpers import getenv
+from refimpl.helpers import getenv, knob
 from refimpl.uop import Ops
+from refimpl.uop import capture as viz_capture
 from refimpl.uop.ops import UOp
 
 # BUFFER node -> the device buffer holding its data; entries die with their node
@@ -62,7 +63,22 @@ def copy_buffer(dst: Buffer, src: Buffer) -> None:
 
 def compile_kernel(device: str, kernel) -> tuple[LinearProgram, object, tuple[int, ...]]:
   """Lower (with the options of the optimisation pass unless NOOPT=1, EXEC.OPT), linearize and compile a Kernel for
-  `device`, once per (device, AST, options, SANITIZE); also which of the kernel's buffers each program slot takes."""
+  `device`, once per (device, AST, options, SANITIZE); also which of the kernel's buffers each program slot takes.
+  With a VIZ recorder installed (DEV.VIZ.capture), each kernel is compiled again once per recorder, in a group of its
+  own, so that its rewrites are recorded even when an earlier run compiled it."""
+  rec = viz_capture.recorder
+  if rec is not None and rec.first_time((device, kernel.arg.ast, *(knob(k) for k in ("NOOPT", "BEAM", "SANITIZE")))):
+    with rec.group("kernel", kernel.arg.name, device=device) as g:
+      g.snapshot("ast", kernel.arg.ast)
+      opts = choose_opts(device, kernel.arg.ast)
+      g.info["opts"] = [repr(o) for o in opts] if opts else ("NOOPT=1" if opts is None else "none")
+      key = (device, kernel.arg.ast, opts, getenv("SANITIZE", 0))
+      prog, slots = _build(kernel, opts)
+      _compiled[key] = (prog, Device[device].compile(prog), slots)
+      _built.pop(key, None)
+      g.texts["program"] = program_text(prog.uops)
+      g.texts["source"] = source_of(device, prog, _compiled[key][1])
+    return _compiled[key]
   key, (prog, slots) = _program(device, kernel)
   if key not in _compiled: _compiled[key] = (prog, Device[device].compile(prog), slots)
   _built.pop(key, None)
@@ -74,17 +90,22 @@ def _program(device: str, kernel) -> tuple[tuple, tuple[LinearProgram, tuple[int
   opts = choose_opts(device, kernel.arg.ast)
   key = (device, kernel.arg.ast, opts, getenv("SANITIZE", 0))   # EXEC.BOUNDS.checked compiles another kernel
   if key in _compiled: return key, _compiled[key][::2]
-  if key not in _built:
-    _built[key] = build_program(kernel.arg.name, kernel.arg.ast, opts)
-    if getenv("DEBUG", 0) >= 2 and opts: print(f"{kernel.arg.name}: {list(opts)}")
-    if getenv("DEBUG", 0) >= 4:
-      for i, u in enumerate(_built[key][0].uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
+  if key not in _built: _built[key] = _build(kernel, opts)
   return key, _built[key]
+
+
+def _build(kernel, opts) -> tuple[LinearProgram, tuple[int, ...]]:
+  prog, slots = build_program(kernel.arg.name, kernel.arg.ast, opts)
+  if getenv("DEBUG", 0) >= 2 and opts: print(f"{kernel.arg.name}: {list(opts)}")
+  if getenv("DEBUG", 0) >= 4:
+    for i, u in enumerate(prog.uops): print(f"{i:4d} {u.op.name:14s} {u.dtype!r:24s} {u.arg!r}")
+  return prog, slots
 
 
 def compile_ahead(kernels: list[UOp]) -> None:
   """DEV.CPU.batch: hand a device that compiles several programs at once (a `compile_many` method) every program of
   this run it has not compiled, before the first launch; the launches still run one by one in order."""
+  if viz_capture.recorder is not None: return   # VIZ compiles each kernel in its own recorded group (DEV.VIZ.capture)
   todo: dict[str, list[LinearProgram]] = {}
   for k in kernels:
     out = k.src[0] if k.src[0].op is Ops.BUFFER else k.src[0].src[0]
@@ -94,6 +115,26 @@ def compile_ahead(kernels: list[UOp]) -> None:
     if key not in _compiled: todo.setdefault(out.src[1].arg, []).append(prog)
   for device, progs in todo.items():
     if len(progs) > 1: Device[device].compile_many(progs)
+
+
+def program_text(uops: tuple) -> str:
+  """A linear program as VIZ shows it, a line per UOp: position, op, dtype, the positions of its sources, arg."""
+  pos = {u: i for i, u in enumerate(uops)}
+  return "\n".join(f"{i:4d} {u.op.name:14s} {u.dtype!r:28s} {str([pos.get(s, '?') for s in u.src]):16s} {u.arg!r}"
+                   for i, u in enumerate(uops))
+
+
+def source_of(device: str, prog: LinearProgram, compiled) -> str:
+  """The source a device compiled (C, OpenCL C, CUDA C). PYTHON runs the linear program itself (emu): VIZ shows the
+  C that the CPU device would compile for it instead, saying so."""
+  src = getattr(compiled, "src", None)
+  if isinstance(src, str): return src
+  try:
+    from refimpl.renderer.cstyle import CRenderer
+    return f"// {device} runs the linear program itself; the CPU device would compile this C:\n" + \
+           CRenderer().render(prog)
+  except Exception as e:   # noqa: BLE001 - a program the C renderer refuses still has its linear program to show
+    return f"// {device} runs the linear program itself ({type(e).__name__}: {e})"
 
 
 def run_kernels(kernels: list[UOp]) -> None:

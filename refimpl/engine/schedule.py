@@ -35,6 +35,7 @@ from refimpl.dtype import dtypes
 from refimpl.engine.pack import pack_operands
 from refimpl.helpers import SpecError
 from refimpl.uop import Ops, GroupOp
+from refimpl.uop import capture as viz_capture
 from refimpl.uop.ops import UOp
 
 _unique = itertools.count(1)
@@ -243,6 +244,19 @@ def _build(order: list[UOp], via_temp: set[UOp]) -> tuple[dict[UOp, UOp], dict[U
 
 
 def kernelize(roots: list[UOp]) -> dict[UOp, UOp]:
+  """_kernelize, recorded as a schedule group when a VIZ recorder is installed (DEV.VIZ.capture): the tensor graph
+  before, the graph of KERNELs after, and the kernels' names."""
+  rec = viz_capture.recorder
+  if rec is None: return _kernelize(roots)
+  with rec.group("schedule", f"schedule {sum(g.kind == 'schedule' for g in rec.groups) + 1}") as g:
+    g.snapshot("tensor graph", UOp(Ops.SINK, dtypes.void, tuple(roots)))
+    result = _kernelize(roots)
+    g.snapshot("kernels", UOp(Ops.SINK, dtypes.void, tuple(result.values())))
+    g.info["kernels"] = [k.arg.name for k in schedule(list(result.values()))]
+  return result
+
+
+def _kernelize(roots: list[UOp]) -> dict[UOp, UOp]:
   """For each root, the graph that computes it as ASSIGN(BUFFER, KERNEL), reshaped to the root's shape; and for each
   pending assign the roots depend on, the graph of its target buffer after the write (so that realize can retire
   it: an assign that has run must never run again). Keys are the nodes as given, also where the packing pass

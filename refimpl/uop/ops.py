@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 
 from refimpl.dtype import DType, dtypes, ConstType
 from refimpl.helpers import SpecError
+from refimpl.uop import capture
 from refimpl.uop.bounds import min_max
 from refimpl.uop.opcodes import Ops, GroupOp
 from refimpl.uop.shapes import shape_of
@@ -500,6 +501,21 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, top_down: bool
   raises RewriteLoopError naming the rules on the cycle (RW.ENGINE.loop); so does a run of more than
   `max_rewrites` rule applications (default: 1000 + 100 per node of the input graph)."""
   if not isinstance(sink, UOp): raise TypeError(f"graph_rewrite takes a UOp, got {type(sink).__name__}")
+  if capture.recorder is None: return _rewrite(sink, pm.rewrite_with_rule, ctx, top_down, name, max_rewrites)
+  # DEV.VIZ.capture: only with a recorder installed is each rule application recorded (DEV.VIZ.off: one check)
+  record = capture.recorder.begin(sink, name, top_down)
+  if record is None: return _rewrite(sink, pm.rewrite_with_rule, ctx, top_down, name, max_rewrites)
+  try: out = _rewrite(sink, record.wrap(pm.rewrite_with_rule), ctx, top_down, name, max_rewrites)
+  except Exception as e:
+    record.finish(None, e)
+    raise
+  record.finish(out)
+  return out
+
+
+def _rewrite(sink: UOp, rewrite: Callable[[UOp, Any], tuple[UOp, Rule] | None], ctx: Any, top_down: bool,
+             name: str | None, max_rewrites: int | None) -> UOp:
+  """graph_rewrite's engine; `rewrite(node, ctx)` is the PatternMatcher's rewrite_with_rule (or it, recorded)."""
   budget = max_rewrites if max_rewrites is not None else 1000 + 100 * len(sink.toposort())
   done: dict[UOp, UOp] = {}         # node -> its final rewritten form
   active: dict[UOp, Rule | None] = {}  # nodes whose rewrite is under way -> rule that rewrote them (if any)
@@ -507,7 +523,7 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, top_down: bool
 
   def fire(node: UOp) -> tuple[UOp, Rule] | None:
     nonlocal fired
-    hit = pm.rewrite_with_rule(node, ctx)
+    hit = rewrite(node, ctx)
     if hit is None: return None
     new, rule = hit
     active[node] = rule
