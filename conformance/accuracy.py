@@ -17,7 +17,7 @@ import numpy as np
 from conformance.spec_tables import tables
 
 __all__ = ["ACCURACY_SPEC", "Bound", "Verdict", "bound", "bound_table", "check", "dtype_short", "eps", "round_to",
-           "ulp", "ulp_distance"]
+           "tolerance_keys", "ulp", "ulp_distance"]
 
 ACCURACY_SPEC = Path(__file__).resolve().parent.parent / "spec" / "accuracy.md"
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -159,6 +159,20 @@ def bound(key: str, dtype: str) -> Bound:
   for clause in (f"ACC.{key}.{dtype_short(dtype)}", f"ACC.{key}"):
     if clause in table: return table[clause]
   raise KeyError(f"spec/accuracy.md has no row ACC.{key}.{dtype_short(dtype)} nor ACC.{key}")
+
+
+def tolerance_keys(dtype: str) -> list[str]:
+  """The tolerance keys `bound` accepts for results of `dtype`: KEY of every row ACC.KEY.<dtype suffix> or ACC.KEY
+  (integer and bool results are always ACC.INT, so any key of the table does for them)."""
+  short = {f".{s}" for s in _SHORT.values()}
+  keys = set()
+  for clause in bound_table():
+    key = clause.removeprefix("ACC.")
+    stem, dot, suffix = key.rpartition(".")
+    if dot and f".{suffix}" in short:
+      if dtype not in _FLOATS or suffix == dtype_short(dtype): keys.add(stem)
+    else: keys.add(key)
+  return sorted(keys)
 
 
 # ---------------------------------------------------------------------------------------------------- checking
