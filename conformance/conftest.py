@@ -14,6 +14,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from conformance import baselines
 from conformance.adapters.base import Adapter, load_adapter
 from conformance.report import ReportPlugin
 from conformance.xfails import expected_failure
@@ -45,6 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
   group.addoption("--shard", default=None, metavar="K/N",
                   help="run shard K of N (1 <= K <= N): each test id goes to one shard by its CRC-32, so the N shards "
                        "together run every test once, on any machine (CONF.SHARD)")
+  baselines.add_options(parser)   # --xfails-file, --skips-file, --write-xfails (conformance/baselines.py)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -53,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
   if not config.getoption("hypothesis_profile", None): settings.load_profile("ci")
   if config.getoption("--shard") is not None: _shard(config.getoption("--shard"))
   _check_adapter(config)
+  baselines.configure(config)   # reads the baseline files: a malformed line is a usage error before collection
   report_dir = config.getoption("--report-dir")
   config.pluginmanager.register(ReportPlugin(config, report_dir), "conformance-report")
   if report_dir and not hasattr(config, "workerinput"): _junit(config, os.path.join(report_dir, "junit.xml"))
@@ -107,6 +110,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep = [i for i in items if zlib.crc32(i.nodeid.encode()) % n == k - 1]
     config.hook.pytest_deselected(items=[i for i in items if zlib.crc32(i.nodeid.encode()) % n != k - 1])
     items[:] = keep
+  for item in baselines.apply(config, items):   # the user's baselines (CONF.BASELINE), strict like XFAILS
+    item.stash[_EXPECTED] = True
   backend = config.getoption("--backend").upper()
   for item in items:
     if (c := item.get_closest_marker("clauses")) is not None: item.user_properties.append(("clauses", " ".join(c.args)))
