@@ -186,6 +186,7 @@ class Verdict:
   ulps: np.ndarray
   why: str = ""
   used: float = 0.0   # CONF.REPORT.fraction: the largest |error| / bound among compared elements (0 exact, > 1 broken)
+  limit: np.ndarray | float = 0.0   # the bound's value at each element (0 for exact comparisons), for reproductions
 
   @property
   def worst_ulps(self) -> float:
@@ -229,7 +230,9 @@ def check(got: np.ndarray, ref: np.ndarray, dtype: str, rule: Bound, n: float | 
     ok = np.where(special, _same_bits(got, ref), close)
     frac = np.where(special, 0.0, frac)   # a special value is equal (0) or broken (inf, set by _worst)
   bad = ~ok & mask
-  return Verdict(not bad.any(), bad, np.where(mask, ulps, 0.0), _describe(got, ref, bad, rule), _worst(ok, frac, mask))
+  limit = 0.0 if rule.exact else np.broadcast_to(np.asarray(limit, np.float64), ref.shape)
+  return Verdict(not bad.any(), bad, np.where(mask, ulps, 0.0), _describe(got, ref, bad, rule), _worst(ok, frac, mask),
+                 limit)
 
 
 def _worst(ok: np.ndarray, frac: np.ndarray | float, mask: np.ndarray) -> float:

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, Phase, settings
 from conformance import baselines
 from conformance.adapters.base import Adapter, load_adapter
 from conformance.report import ReportPlugin
+from conformance.reproduce import ReproductionSection
 from conformance.xfails import expected_failure
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
@@ -56,6 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
   if config.getoption("--shard") is not None: _shard(config.getoption("--shard"))
   _check_adapter(config)
   baselines.configure(config)   # reads the baseline files: a malformed line is a usage error before collection
+  config.pluginmanager.register(ReproductionSection(), "conformance-reproduction")   # CONF.REPRO: printed last
   report_dir = config.getoption("--report-dir")
   config.pluginmanager.register(ReportPlugin(config, report_dir), "conformance-report")
   if report_dir and not hasattr(config, "workerinput"): _junit(config, os.path.join(report_dir, "junit.xml"))

@@ -1,7 +1,8 @@
-"""A third-party implementation with one planted bug, and its adapter, for tests of baselines and reproductions
-(tests/test_conformance_baselines.py, tests/test_conformance_repro.py): `Tensor` is refimpl's with `exp` one percent
-too large. `PlantedAdapter` runs it through the adapter interface only, and its reproductions import this module
-(Adapter.repro_prelude), so a pasted reproduction runs the buggy `exp`; `CorrectAdapter` is the same adapter over
+"""A third-party implementation with planted bugs, and its adapter, for tests of baselines and reproductions
+(tests/test_conformance_baselines.py, tests/test_conformance_repro.py): `Tensor` is refimpl's with two bugs: `exp` one
+percent too large, and `sin` with the right values but a gradient of 1 instead of cos (for finite inputs).
+`PlantedAdapter` runs it through the adapter interface only, and its reproductions import this module
+(Adapter.repro_prelude), so a pasted reproduction runs the buggy ops; `CorrectAdapter` is the same adapter over
 refimpl's own Tensor."""
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ class Tensor(refimpl.Tensor):
 
   def exp(self):
     return refimpl.Tensor.exp(self) * 1.01   # the bug: 1% too large
+
+  def sin(self):
+    return refimpl.Tensor.sin(self.detach()) + (self - self.detach())   # the bug: d/dx is 1
 
 
 class PlantedAdapter(RefimplAdapter):
