@@ -149,3 +149,29 @@ def test_the_reproduction_is_the_last_section_of_a_failing_test():
   assert source.splitlines()[-1].startswith("check(got[0], want"), source
   bad = _paste(source)
   assert bad.returncode == 1 and "AssertionError" in bad.stderr, bad.stderr
+
+
+LINEAR_BUG = "import refimpl.nn\n_right = refimpl.nn.Linear.__call__\n" \
+             "refimpl.nn.Linear.__call__ = lambda self, x: _right(self, x) * 1.01   # the planted bug\n"
+
+
+@pytest.mark.parametrize("prop", ["forward", "vjp"])
+def test_a_layer_reproduction_asserts_torch_value(monkeypatch, prop):
+  """CONF.REPRO.assert for layers: nn.Linear planted 1% too large fails layer_forward and layer_vjp; the
+  reproduction, run with the same bug, fails with an AssertionError, and without it passes."""
+  import refimpl.nn
+  from hypothesis import HealthCheck, find, settings
+  from conformance import layer_properties as L
+  from conformance.catalogue.layers import LAYERS
+  right = refimpl.nn.Linear.__call__
+  monkeypatch.setattr(refimpl.nn.Linear, "__call__", lambda self, x: right(self, x) * 1.01)
+  entry, adapter = next(e for e in LAYERS if e.name == "Linear"), RefimplAdapter("PYTHON")
+  dtype = "float32" if prop == "forward" else "float64"
+  run = (lambda c: L.layer_forward(adapter, entry, c, dtype)) if prop == "forward" else \
+    (lambda c: L.layer_vjp(adapter, entry, c, dtype, 3))
+  search = settings(max_examples=30, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+  source = run(find(L.layer_cases(entry, dtype), lambda c: not run(c).ok, settings=search)).message.split(
+    "--- reproduction ---\n", 1)[1]
+  bad, good = _paste(LINEAR_BUG + source), _paste(source)
+  assert bad.returncode == 1 and "AssertionError: " in bad.stderr and "elements differ" in bad.stderr, bad.stderr
+  assert good.returncode == 0, good.stderr
