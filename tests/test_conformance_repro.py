@@ -160,7 +160,7 @@ def test_a_layer_reproduction_asserts_torch_value(monkeypatch, prop):
   """CONF.REPRO.assert for layers: nn.Linear planted 1% too large fails layer_forward and layer_vjp; the
   reproduction, run with the same bug, fails with an AssertionError, and without it passes."""
   import refimpl.nn
-  from hypothesis import HealthCheck, find, settings
+  from hypothesis import HealthCheck, Phase, find, settings
   from conformance import layer_properties as L
   from conformance.catalogue.layers import LAYERS
   right = refimpl.nn.Linear.__call__
@@ -169,9 +169,36 @@ def test_a_layer_reproduction_asserts_torch_value(monkeypatch, prop):
   dtype = "float32" if prop == "forward" else "float64"
   run = (lambda c: L.layer_forward(adapter, entry, c, dtype)) if prop == "forward" else \
     (lambda c: L.layer_vjp(adapter, entry, c, dtype, 3))
-  search = settings(max_examples=30, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+  search = settings(max_examples=30, database=None, deadline=None, suppress_health_check=list(HealthCheck),
+                    phases=(Phase.generate,))   # the first failing example will do: shrinking costs minutes
   source = run(find(L.layer_cases(entry, dtype), lambda c: not run(c).ok, settings=search)).message.split(
     "--- reproduction ---\n", 1)[1]
   bad, good = _paste(LINEAR_BUG + source), _paste(source)
+  assert bad.returncode == 1 and "AssertionError: " in bad.stderr and "elements differ" in bad.stderr, bad.stderr
+  assert good.returncode == 0, good.stderr
+
+
+SGD_BUG = "import refimpl.nn.optim\n_right = refimpl.nn.optim.SGD\n" \
+          "refimpl.nn.optim.SGD = lambda params, lr=0.001, **k: _right(params, lr * 1.5, **k)   # the planted bug\n"
+
+
+def test_an_optimizer_reproduction_asserts_the_expected_parameters(monkeypatch):
+  """CONF.REPRO.assert for optimizers: SGD planted with a learning rate 1.5 times too large fails optimizer_steps;
+  the reproduction, run with the same bug, fails with an AssertionError on the parameter that broke, and without the
+  bug it passes."""
+  import refimpl.nn.optim
+  from hypothesis import HealthCheck, Phase, find, settings
+  from conformance import optim_properties as O
+  from conformance.catalogue.optimizers import OPTIMIZERS
+  right = refimpl.nn.optim.SGD
+  monkeypatch.setattr(refimpl.nn.optim, "SGD", lambda params, lr=0.001, **k: right(params, lr * 1.5, **k))
+  entry, adapter = next(e for e in OPTIMIZERS if e.name == "SGD"), RefimplAdapter("PYTHON")
+  def run(c): return O.optimizer_steps(adapter, entry, c, "float32")
+  search = settings(max_examples=30, database=None, deadline=None, suppress_health_check=list(HealthCheck),
+                    phases=(Phase.generate,))   # the first failing example will do: shrinking costs minutes
+  outcome = run(find(O.optim_cases(entry, "float32"), lambda c: not run(c).ok, settings=search))
+  source = outcome.message.split("--- reproduction ---\n", 1)[1]
+  assert source.splitlines()[-1].startswith("check(after["), source
+  bad, good = _paste(SGD_BUG + source), _paste(source)
   assert bad.returncode == 1 and "AssertionError: " in bad.stderr and "elements differ" in bad.stderr, bad.stderr
   assert good.returncode == 0, good.stderr
