@@ -12,6 +12,9 @@ Run it with `tox -e conformance` (PYTHON) or `tox -e conformance -- --backend CP
                  `Outcome` whose failure message ends with a reproduction.
 - adapters/      the Adapter interface (adapters/base.py) and refimpl's adapter; `--impl module:Class` picks another.
 - xfails.py      expected failures per backend, and known bugs with pinned reproductions (both strict).
+- baselines.py   the user's own expected failures and skips: --xfails-file, --skips-file, --write-xfails.
+- reproduce.py   prints a failing test's reproduction as the last section of its report (CONF.REPRO.last).
+- grade.py       `python -m conformance grade`: contributed ops (contrib.py), each in its own process, time-limited.
 - conftest.py    `--backend`, `--impl`, the hypothesis profiles ci / dev / thorough, the `clauses` marker.
 - tests/         the property tests, one per (entry, dtype), each marked with the clauses it checks.
 """

@@ -6,6 +6,9 @@ as numpy arrays, all through an `Adapter`. refimpl's adapter is `conformance.ada
 other implementation of the same tinygrad-style API plugs in with `pytest conformance --impl module:Class`.
 
 Dtypes travel as names ('float32', 'bfloat16', 'int8', 'bool', ...); bfloat16 values travel as float32 arrays.
+
+A failure ends with a reproduction written in the implementation's own API through the `repro_*` methods
+(`repro_prelude` above all: the imports and the device), which asserts the expected value (CONF.REPRO).
 """
 from __future__ import annotations
 
