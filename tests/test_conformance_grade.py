@@ -70,22 +70,23 @@ def softsign(x):
 
 
 def test_a_hung_op_times_out_and_the_run_goes_on(tmp_path):
-  """CONF.GRADE.timeout: the op that never returns fails with 'timed out after N s'; the next op is still graded."""
+  """CONF.GRADE.timeout: the op that never returns fails with 'timed out after N s'; the next op is still graded.
+  The limit covers all of an op's properties: 45 s leaves softsign's three (4 s alone) room on a loaded machine."""
   (tmp_path / "hangs.py").write_text(HANGS)
   t0 = time.monotonic()
-  proc = subprocess.run([sys.executable, "-m", "conformance", "grade", str(tmp_path / "hangs.py"), "--timeout", "8",
+  proc = subprocess.run([sys.executable, "-m", "conformance", "grade", str(tmp_path / "hangs.py"), "--timeout", "45",
                          "--out", str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True, timeout=300)
   took = time.monotonic() - t0
   card = json.loads((tmp_path / "out" / "scorecard.json").read_text())
   assert proc.returncode == 1, proc.stdout + proc.stderr
   rows = {(r["op"], r["property"], r["dtype"]): r for r in card["results"]}
   hung = rows[("hangs", "forward", "float32")]
-  assert hung["status"] == "fail" and hung["failure"].startswith("timed out after 8 s"), hung
+  assert hung["status"] == "fail" and hung["failure"].startswith("timed out after 45 s"), hung
   assert {k: r["status"] for k, r in rows.items() if k[0] == "softsign"} == {
     ("softsign", "forward", "float32"): "pass", ("softsign", "vjp", "float32"): "pass",
-    ("softsign", "fd", "float64"): "pass"}
-  assert card["timeout"] == 8 and "time limit 8 s per op" in proc.stdout
-  assert took < 8 + 120, took   # the hung op cost its limit, not the test's timeout
+    ("softsign", "fd", "float64"): "pass"}, card["results"]
+  assert card["timeout"] == 45 and "time limit 45 s per op" in proc.stdout
+  assert took < 45 + 200, took   # the hung op cost its limit, not the test's timeout
 
 
 def test_unknown_tolerance_keys_are_refused_at_declaration(tmp_path):
