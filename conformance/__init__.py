@@ -15,5 +15,8 @@ Run it with `tox -e conformance` (PYTHON) or `tox -e conformance -- --backend CP
 - xfails.py      expected failures per backend, and known bugs with pinned reproductions (both strict).
 - plugin.py      the pytest plugin (entry point `pytest11`): `--backend`, `--impl`, the hypothesis profiles ci / dev /
                  thorough, the `clauses` marker; conftest.py only registers it in a checkout that is not installed.
+- baselines.py   the user's own expected failures and skips: --xfails-file, --skips-file, --write-xfails.
+- reproduce.py   prints a failing test's reproduction as the last section of its report (CONF.REPRO.last).
+- grade.py       `python -m conformance grade`: contributed ops (contrib.py), each in its own process, time-limited.
 - tests/         the property tests, one per (entry, dtype), each marked with the clauses it checks.
 """

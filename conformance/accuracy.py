@@ -17,7 +17,7 @@ import numpy as np
 from conformance.spec_tables import tables
 
 __all__ = ["ACCURACY_SPEC", "Bound", "Verdict", "bound", "bound_table", "check", "dtype_short", "eps", "round_to",
-           "ulp", "ulp_distance"]
+           "tolerance_keys", "ulp", "ulp_distance"]
 
 ACCURACY_SPEC = Path(__file__).resolve().parent.parent / "spec" / "accuracy.md"
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -161,6 +161,20 @@ def bound(key: str, dtype: str) -> Bound:
   raise KeyError(f"spec/accuracy.md has no row ACC.{key}.{dtype_short(dtype)} nor ACC.{key}")
 
 
+def tolerance_keys(dtype: str) -> list[str]:
+  """The tolerance keys `bound` accepts for results of `dtype`: KEY of every row ACC.KEY.<dtype suffix> or ACC.KEY
+  (integer and bool results are always ACC.INT, so any key of the table does for them)."""
+  short = {f".{s}" for s in _SHORT.values()}
+  keys = set()
+  for clause in bound_table():
+    key = clause.removeprefix("ACC.")
+    stem, dot, suffix = key.rpartition(".")
+    if dot and f".{suffix}" in short:
+      if dtype not in _FLOATS or suffix == dtype_short(dtype): keys.add(stem)
+    else: keys.add(key)
+  return sorted(keys)
+
+
 # ---------------------------------------------------------------------------------------------------- checking
 
 @dataclass
@@ -173,6 +187,7 @@ class Verdict:
   ulps: np.ndarray
   why: str = ""
   used: float = 0.0   # CONF.REPORT.fraction: the largest |error| / bound among compared elements (0 exact, > 1 broken)
+  limit: np.ndarray | float = 0.0   # the bound's value at each element (0 for exact comparisons), for reproductions
 
   @property
   def worst_ulps(self) -> float:
@@ -217,7 +232,9 @@ def check(got: np.ndarray, ref: np.ndarray, dtype: str, rule: Bound, n: float | 
     ok = np.where(special, _same_bits(got, ref), close)
     frac = np.where(special, 0.0, frac)   # a special value is equal (0) or broken (inf, set by _worst)
   bad = ~ok & mask
-  return Verdict(not bad.any(), bad, np.where(mask, ulps, 0.0), _describe(got, ref, bad, rule), _worst(ok, frac, mask))
+  limit = 0.0 if rule.exact else np.broadcast_to(np.asarray(limit, np.float64), ref.shape)
+  return Verdict(not bad.any(), bad, np.where(mask, ulps, 0.0), _describe(got, ref, bad, rule), _worst(ok, frac, mask),
+                 limit)
 
 
 def _reported_ulps(got: np.ndarray, ref: np.ndarray, dtype: str, ulps: np.ndarray, absolute) -> np.ndarray:

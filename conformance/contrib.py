@@ -19,6 +19,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
+from conformance import accuracy as A
 from conformance.catalogue.core import FLOATS, Domain, Op
 
 __all__ = ["op", "Contribution", "REGISTRY"]
@@ -52,6 +53,8 @@ def op(name: str, *, torch: str, dtypes: tuple[str, ...] = FLOATS, lo: float = -
   def register(fn: Callable) -> Callable:
     inputs = tuple(inspect.signature(fn).parameters)
     if not inputs: raise ValueError(f"contributed op {name}: the function takes no tensor inputs")
+    _check_tolerance(name, "tolerance", tolerance, dtypes)
+    if differentiable: _check_tolerance(name, "grad_tolerance", grad_tolerance, [d for d in dtypes if A.is_float(d)])
     domain = Domain("elementwise", tuple(dtypes), inputs, lo, hi, specials=specials, smooth=smooth)
     entry = Op(name, f"{fn.__name__}({', '.join(inputs)})", torch, domain, tuple(clauses), tolerance,
                grad_tolerance if differentiable else None, api=(), second_order=second_order,
@@ -59,3 +62,14 @@ def op(name: str, *, torch: str, dtypes: tuple[str, ...] = FLOATS, lo: float = -
     REGISTRY.append(Contribution(entry, fn))
     return fn
   return register
+
+
+def _check_tolerance(name: str, argument: str, key: str, dtypes) -> None:
+  """CONF.GRADE.tolerance: a tolerance key must name rows of spec/accuracy.md for every dtype the op is checked in,
+  refused here, at the declaration, rather than as a KeyError in the middle of a hypothesis run."""
+  for dt in dtypes:
+    valid = A.tolerance_keys(dt)
+    if key not in valid:
+      raise ValueError(f"CONF.GRADE.tolerance: contributed op {name}: {argument}={key!r} has no row ACC.{key}."
+                       f"{A.dtype_short(dt)} nor ACC.{key} in spec/accuracy.md (needed for {dt}); valid keys: "
+                       f"{', '.join(valid)}")

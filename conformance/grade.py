@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import multiprocessing
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,6 +27,8 @@ from conformance.plugin import DEFAULT_IMPL  # importing the plugin registers th
 __all__ = ["main", "grade", "load_contributions", "ContribAdapter"]
 
 SEEDS = st.integers(0, 2 ** 32 - 1)
+DEFAULT_TIMEOUT = 600.0   # CONF.GRADE.timeout: seconds per op and backend (softsign takes about 10 s with ci)
+STARTUP_LIMIT = 600.0     # seconds for a grading process to import the grader and make its adapter
 
 
 def load_contributions(path: str | Path) -> list[contrib.Contribution]:
@@ -82,45 +86,100 @@ def _properties(entry) -> list[tuple[str, str, Callable]]:
 
 
 def _run(adapter, run: Callable, profile: str) -> dict[str, Any]:
-  """Run one property under hypothesis: pass or fail, examples, worst ULPs and the failure's message."""
-  worst, examples = [0.0], [0]
+  """Run one property under hypothesis: pass or fail, examples, worst ULPs and the failure's message. The message is
+  the failing Outcome's own (the last one hypothesis saw, which after shrinking is the minimal example), not text
+  taken apart from hypothesis' report."""
+  worst, examples, failed = [0.0], [0], []
 
   @settings(settings.get_profile(profile))
   @given(data=st.data())
   def check(data):
     outcome = run(adapter, data)
     examples[0] += 1
-    if outcome.ok: worst[0] = max(worst[0], outcome.worst_ulps)
-    assert outcome.ok, outcome.message
+    if not outcome.ok:
+      failed.append(outcome.message)
+      raise AssertionError(outcome.message)
+    worst[0] = max(worst[0], outcome.worst_ulps)
   try: check()
-  except AssertionError as e:
-    return {"status": "fail", "examples": examples[0], "worst_ulps": None, "failure": str(e).split("\nFalsifying")[0]}
+  except Exception as e:   # noqa: BLE001 - a failing property, or the property itself raising (a grader error)
+    failure = failed[-1] if failed else f"{type(e).__name__}: {e}"
+    return {"status": "fail", "examples": examples[0], "worst_ulps": None, "failure": failure}
   return {"status": "pass", "examples": examples[0], "worst_ulps": worst[0], "failure": None}
 
 
-def grade(path: str | Path, backends: list[str], impl: str = DEFAULT_IMPL, profile: str = "ci") -> dict[str, Any]:
-  """The scorecard of the contribution file on each backend: one row per (op, backend, property, dtype)."""
-  path = Path(path).resolve()
+def _grade_one(conn, path: str, index: int, backend: str, impl: str, profile: str) -> None:
+  """The child process of `_grade_op`: grade contribution number `index` of the file on `backend`, sending ("ready",)
+  once the adapter is made, then ("row", result) after each property, in `_properties` order."""
   found = load_contributions(path)
-  functions = {c.fn.__name__: c.fn for c in found}
+  c = found[index]
+  adapter = ContribAdapter(load_adapter(impl, backend), Path(path), {f.fn.__name__: f.fn for f in found})
+  conn.send(("ready",))
+  for prop, dt, run in _properties(c.entry):
+    skip = adapter.unsupported_dtype(dt)
+    result = {"status": "skip", "examples": 0, "worst_ulps": None, "failure": skip} if skip else \
+      _run(adapter, run, profile)
+    conn.send(("row", {**result, "required": not skip}))
+  conn.close()
+
+
+def _grade_op(path: Path, index: int, entry, backend: str, impl: str, profile: str, timeout: float) -> list[dict]:
+  """CONF.GRADE.timeout: the rows of one contributed op on one backend, graded in a child process that gets
+  `timeout` seconds in all (0: no limit). A process, not a thread or an alarm: a hung op (a Python loop, a kernel that
+  never returns, a lock never released) is ended by killing the process, which leaves this one's state, and the
+  other ops' results, untouched. Spawned, not forked: a fork copies the CPU device's worker threads and torch's
+  thread pool in whatever state they are."""
+  props = [(prop, dt) for prop, dt, _ in _properties(entry)]
+  rows: list[dict] = []
+  ctx = multiprocessing.get_context("spawn")
+  parent, child = ctx.Pipe(duplex=False)
+  proc = ctx.Process(target=_grade_one, args=(child, str(path), index, backend, impl, profile), daemon=True)
+  proc.start()
+  child.close()
+  # the op's clock starts once the child has imported everything and made its adapter: start-up (seconds on a loaded
+  # machine) is not the op's time
+  ready, deadline, why = False, time.monotonic() + STARTUP_LIMIT, None
+  while len(rows) < len(props):
+    if not parent.poll(None if deadline is None else max(0.0, deadline - time.monotonic())):
+      why = f"timed out after {timeout:g} s (CONF.GRADE.timeout: the op's limit on {backend}; --timeout changes it)" \
+        if ready else f"the grading process did not start within {STARTUP_LIMIT:g} s"
+      break
+    try: kind, *msg = parent.recv()
+    except EOFError:
+      proc.join(timeout=10)
+      why = f"the grading process died (exit code {proc.exitcode})"
+      break
+    if kind == "ready": ready, deadline = True, (time.monotonic() + timeout if timeout > 0 else None)
+    if kind == "row": rows.append(msg[0])
+  if proc.is_alive(): proc.kill()
+  proc.join(timeout=10)
+  parent.close()
+  out = [{"op": entry.name, "backend": backend, "property": p, "dtype": d, **r} for (p, d), r in zip(props, rows)]
+  for k, (p, d) in enumerate(props[len(rows):]):   # the property that hung, then those that never ran
+    failure = why if k == 0 else f"not run: an earlier property of the op ended its grading ({why.split(' (')[0]})"
+    out.append({"op": entry.name, "backend": backend, "property": p, "dtype": d, "required": True, "status": "fail",
+                "examples": 0, "worst_ulps": None, "failure": failure})
+  return out
+
+
+def grade(path: str | Path, backends: list[str], impl: str = DEFAULT_IMPL, profile: str = "ci",
+          timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+  """The scorecard of the contribution file on each backend: one row per (op, backend, property, dtype). Each op
+  runs in a process of its own with `timeout` seconds per backend (CONF.GRADE.timeout)."""
+  path = Path(path).resolve()
+  found = load_contributions(path)   # here too: a bad declaration (CONF.GRADE.tolerance) stops before any process
   rows = []
   for backend in backends:
-    adapter = ContribAdapter(load_adapter(impl, backend), path, functions)
-    for c in found:
-      for prop, dt, run in _properties(c.entry):
-        skip = adapter.unsupported_dtype(dt)
-        result = {"status": "skip", "examples": 0, "worst_ulps": None, "failure": skip} if skip else \
-          _run(adapter, run, profile)
-        rows.append({"op": c.entry.name, "backend": backend, "property": prop, "dtype": dt, "required": not skip,
-                     **result})
+    for index, c in enumerate(found):
+      rows += _grade_op(path, index, c.entry, backend, impl, profile, timeout)
   ok = all(r["status"] != "fail" for r in rows if r["required"])
-  return {"file": str(path), "impl": impl, "profile": profile, "ok": ok, "results": rows}
+  return {"file": str(path), "impl": impl, "profile": profile, "timeout": timeout, "ok": ok, "results": rows}
 
 
 def markdown(card: dict[str, Any]) -> str:
   """The scorecard as a markdown table, then each failure with its reproduction."""
   lines = [f"# Conformance scorecard: {Path(card['file']).name}", "",
-           f"impl {card['impl']}, hypothesis profile {card['profile']}: **{'PASS' if card['ok'] else 'FAIL'}**", "",
+           f"impl {card['impl']}, hypothesis profile {card['profile']}, time limit {card['timeout']:g} s per op: "
+           f"**{'PASS' if card['ok'] else 'FAIL'}**", "",
            "| op | backend | property | dtype | result | examples | worst ULPs |", "|---|---|---|---|---|---|---|"]
   for r in card["results"]:
     worst = "-" if r["worst_ulps"] is None else f"{r['worst_ulps']:.3g}"
@@ -141,8 +200,14 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--impl", default=DEFAULT_IMPL, help="adapter as module:Class")
   ap.add_argument("--profile", default="ci", choices=("ci", "dev", "thorough"), help="hypothesis profile")
   ap.add_argument("--out", help="directory for scorecard.json and scorecard.md")
+  ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                  help=f"time limit of each op on each backend, all its properties together; a hung op fails with "
+                       f"'timed out after N s' and the run goes on (default {DEFAULT_TIMEOUT:g}; 0: no limit)")
   args = ap.parse_args(argv)
-  card = grade(args.path, [b.upper() for b in args.backend or ["PYTHON"]], args.impl, args.profile)
+  if args.timeout < 0: ap.error(f"--timeout must be >= 0, got {args.timeout:g}")
+  try: card = grade(args.path, [b.upper() for b in args.backend or ["PYTHON"]], args.impl, args.profile, args.timeout)
+  except ValueError as e:   # a file that declares nothing, or a declaration the grader refuses (CONF.GRADE.tolerance)
+    ap.exit(2, f"{ap.prog}: error: {e}\n")
   text = markdown(card)
   print(text)
   if args.out:

@@ -21,7 +21,7 @@ from conformance import strategies as S
 from conformance.adapters.base import Adapter, compiled
 from conformance.catalogue.core import TORCH_HELPERS as CORE_HELPERS
 from conformance.catalogue.layers import TORCH_HELPERS, Layer
-from conformance.properties import Outcome, _abs_jacobian_scale, _array_source, adapter_prelude
+from conformance.properties import REPRO_CHECK, Outcome, _abs_jacobian_scale, _array_source, adapter_prelude, expect
 from conformance.strategies import NP
 
 __all__ = ["LayerCase", "layer_cases", "layer_forward", "layer_vjp", "layer_training"]
@@ -157,7 +157,10 @@ def layer_forward(adapter: Adapter, entry: Layer, case: LayerCase, dtype: str) -
     n = entry.n(case.hyper, {k: v.shape for k, v in case.inputs.items()})
     v = A.check(g, A.round_to(ref, dt), dt, rule, n=n, S=scale, x=_forward_x(entry, case))
     worst, used = max(worst, v.worst_ulps), max(used, v.used)
-    if not v.ok: return _fail(adapter, entry, case, (*clauses, rule.clause), f"output {i}: {v.why}", v.used)
+    if not v.ok:   # CONF.REPRO.assert: the reproduction asserts torch's output under the bound the test used
+      tail = "\n".join([f"got = [{adapter.repro_numpy('o')} for o in (out if isinstance(out, tuple) else (out,))]",
+                        "print(got)", REPRO_CHECK, expect(f"got[{i}]", A.round_to(ref, dt), dt, rule, v.limit)])
+      return _fail(adapter, entry, case, (*clauses, rule.clause), f"output {i}: {v.why}", v.used, tail)
   return Outcome(True, clauses, worst, details={"used": used})
 
 
@@ -187,9 +190,11 @@ def layer_vjp(adapter: Adapter, entry: Layer, case: LayerCase, dtype: str, seed:
   cot = [torch.tensor(np.asarray(g, np.float64)) for g in gs]
   with torch.no_grad(): want = [w.detach().numpy(force=True) for w in vjp_fn(*args, *cot)]
   tail = "\n".join([f"g{i} = {adapter.repro_tensor(_array_source(g, dtype), dtype)}" for i, g in enumerate(gs)] + [
-    "outs = out if isinstance(out, tuple) else (out,)",
-    f"print([[d.numpy() for d in o.gradient({', '.join(('layer.' + n) if n in tensors else n for n in names)}, "
-    f"gradient=g)] for o, g in zip(outs, [{', '.join(f'g{i}' for i in range(len(gs)))}])])"])
+    "outs = out if isinstance(out, tuple) else (out,)", "grads = None",
+    f"for o, g in zip(outs, [{', '.join(f'g{i}' for i in range(len(gs)))}]):",
+    f"  ds = [np.asarray({adapter.repro_numpy('d')}, np.float64) for d in o.gradient("
+    f"{', '.join(('layer.' + n) if n in tensors else n for n in names)}, gradient=g)]",
+    "  grads = ds if grads is None else [a + b for a, b in zip(grads, ds)]", "print(grads)"])
   out_size = max(g.size for g in gs)
   used = 0.0
   for k, (name, g, w) in enumerate(zip(names, got, want)):
@@ -204,8 +209,10 @@ def layer_vjp(adapter: Adapter, entry: Layer, case: LayerCase, dtype: str, seed:
     if entry.inv_std: x *= max(1.0, entry.inv_std(case.hyper, case.inputs["x"]))   # ACC.GRAD.NORM
     v = A.check(g, ref, dtype, rule, n=n, S=scale, x=x)
     used = max(used, v.used)
-    if not v.ok:
-      return _fail(adapter, entry, case, (*clauses, rule.clause), f"gradient of {name}: {v.why}", v.used, tail)
+    if not v.ok:   # CONF.REPRO.assert
+      check = "\n".join([REPRO_CHECK, expect(f"grads[{k}]", ref, dtype, rule, v.limit)])
+      return _fail(adapter, entry, case, (*clauses, rule.clause), f"gradient of {name}: {v.why}", v.used,
+                   f"{tail}\n{check}")
   return Outcome(True, clauses, details={"used": used})
 
 

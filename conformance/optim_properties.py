@@ -16,7 +16,7 @@ from conformance import accuracy as A
 from conformance import strategies as S
 from conformance.adapters.base import Adapter, compiled
 from conformance.catalogue.optimizers import LRS, SCHEDULE_FACTORS, OptimizerEntry
-from conformance.properties import Outcome, _array_source, adapter_prelude
+from conformance.properties import REPRO_CHECK, Outcome, _array_source, adapter_prelude, expect
 from conformance.strategies import NP
 
 __all__ = ["OptimCase", "optim_cases", "optimizer_steps"]
@@ -77,19 +77,21 @@ def _torch_steps(entry: OptimizerEntry, case: OptimCase) -> list[list[np.ndarray
   return out
 
 
-def reproduction(adapter: Adapter, entry: OptimizerEntry, case: OptimCase, dtype: str) -> str:
-  """Python lines that run the same steps and print the parameters after each."""
+def reproduction(adapter: Adapter, entry: OptimizerEntry, case: OptimCase, dtype: str, check: str = "") -> str:
+  """Python lines that run the same steps and print the parameters after each (`after[t][i]`: parameter i after step
+  t + 1), then `check`, lines that assert an expected value (CONF.REPRO.assert)."""
   def src(a): return adapter.repro_tensor(_array_source(a, dtype), dtype)
   lines = ["import numpy as np", *adapter_prelude(adapter), *adapter.repro_imports()]
   lines += [f"{k} = {v!r}" for k, v in case.hyper.items()] + [f"lr = {case.lrs[0]!r}"]
-  lines += [f"params = [{', '.join(src(p) for p in case.params)}]", f"opt = {entry.make}"]
+  lines += [f"params = [{', '.join(src(p) for p in case.params)}]", f"opt = {entry.make}", "after = []"]
   for t, (gs, lr) in enumerate(zip(case.grads, case.lrs)):
     if t and lr != case.lrs[t - 1]:   # an OptimizerGroup's learning rates are its members' (OPTIM.GROUP)
       lines.append(f"for o in getattr(opt, 'optimizers', [opt]): o.lr.assign(Tensor([{lr!r}], dtype=o.lr.dtype))"
                    ".realize()")
     lines += [f"grads = [{', '.join(src(g) for g in gs)}]", f"opt.zero_grad(); ({LOSS}).backward()",
-              f"with {adapter.repro_train(True)}: opt.step()", "print([p.numpy() for p in params])"]
-  return "\n".join(lines)
+              f"with {adapter.repro_train(True)}: opt.step()",
+              f"after.append([{adapter.repro_numpy('p')} for p in params])", "print(after[-1])"]
+  return "\n".join([*lines, REPRO_CHECK, check] if check else lines)
 
 
 def _run(adapter: Adapter, make: str, case: OptimCase, dtype: str) -> list[list[tuple[np.ndarray, str]]]:
@@ -113,10 +115,10 @@ def optimizer_steps(adapter: Adapter, entry: OptimizerEntry, case: OptimCase, dt
   """The parameters after each step against the reference's after the same steps (ACC.OPTIM)."""
   clauses = entry.clauses
 
-  def fail(why: str, used=float("inf"), extra=()) -> Outcome:
+  def fail(why: str, used=float("inf"), extra=(), check="") -> Outcome:
     msg = f"{entry.name} [{', '.join((*clauses, *extra))}]: {why}\n--- reproduction ---\n" \
-          f"{reproduction(adapter, entry, case, dtype)}"
-    if entry.twin is not None: msg += f"\n# and again with opt = {entry.twin}"
+          f"{reproduction(adapter, entry, case, dtype, check)}"
+    if entry.twin is not None and not check: msg += f"\n# and again with opt = {entry.twin}"
     return Outcome(False, (*clauses, *extra), float("inf"), msg, details={"used": used})
   try: got = _run(adapter, entry.make, case, dtype)
   except Exception as e: return fail(f"raised {type(e).__name__}: {e}")
@@ -146,5 +148,6 @@ def optimizer_steps(adapter: Adapter, entry: OptimizerEntry, case: OptimCase, dt
       v = A.check(g, A.round_to(trajectory[t + 1], dtype), dtype, rule, n=n, S=scale, x=x)
       used = max(used, v.used)
       if not v.ok: return fail(f"parameter {i} after step {t + 1} of {len(case.grads)}: {v.why}", v.used,
-                               (rule.clause,))
+                               (rule.clause,), expect(f"after[{t}][{i}]", A.round_to(trajectory[t + 1], dtype),
+                                                      dtype, rule, v.limit))
   return Outcome(True, clauses, details={"used": used})

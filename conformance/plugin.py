@@ -57,6 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
   group.addoption("--report-dir", default=None, help="write conformance.json, junit.xml and coverage.md there")
   group.addoption("--viz-dir", default=None, metavar="DIR",
                   help="write a VIZ bundle of refimpl's rewrites for each failing test to DIR (CONF.VIZ)")
+  from conformance import baselines
+  baselines.add_options(parser)   # --xfails-file, --skips-file, --write-xfails (conformance/baselines.py)
   group.addoption("--shard", default=None, metavar="K/N",
                   help="run shard K of N (1 <= K <= N): each test id goes to one shard by its CRC-32, so the N shards "
                        "together run every test once, on any machine (CONF.SHARD)")
@@ -91,6 +93,10 @@ def start(config: pytest.Config) -> None:
   if not config.getoption("hypothesis_profile", None): settings.load_profile("ci")
   if config.getoption("--shard") is not None: _shard(config.getoption("--shard"))
   _check_adapter(config)
+  from conformance import baselines
+  from conformance.reproduce import ReproductionSection
+  baselines.configure(config)   # reads the baseline files: a malformed line is a usage error before collection
+  config.pluginmanager.register(ReproductionSection(), "conformance-reproduction")   # CONF.REPRO: printed last
   from conformance.report import ReportPlugin   # here: it reads the spec, which a run of other tests need not
   report_dir = config.getoption("--report-dir")
   config.pluginmanager.register(ReportPlugin(config, report_dir), "conformance-report")
@@ -131,6 +137,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep = [i for i in items if zlib.crc32(i.nodeid.encode()) % n == k - 1]
     config.hook.pytest_deselected(items=[i for i in items if zlib.crc32(i.nodeid.encode()) % n != k - 1])
     items[:] = keep
+  from conformance import baselines
+  for item in baselines.apply(config, items):   # the user's baselines (CONF.BASELINE), strict like XFAILS
+    item.stash[_EXPECTED] = True
   backend = config.getoption("--backend").upper()
   for item in items:
     if (c := item.get_closest_marker("clauses")) is not None: item.user_properties.append(("clauses", " ".join(c.args)))

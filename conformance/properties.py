@@ -117,33 +117,82 @@ def _array_source(arr: np.ndarray, dt: str) -> str:
   return f"{src}.reshape({arr.shape!r})" if arr.size == 0 and arr.ndim > 1 else src
 
 
-def reproduction(adapter: Adapter, op: Op, case: Case, extra: str = "") -> str:
-  """Python lines that rebuild the example and print the implementation's result."""
+# CONF.REPRO.assert: the comparison of spec/accuracy.md as the reproductions carry it (a copy of accuracy.check's rules)
+REPRO_CHECK = '''def check(got, want, bound, exact, where=None):   # ACC.MEASURE: exact, special, bound
+  got, want = np.asarray(got), np.asarray(want)
+  assert got.shape == want.shape, f"shape {got.shape}, want {want.shape}"
+  if want.dtype.kind in "biu": ok = got == want
+  else:
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    same = (np.isnan(g) & np.isnan(w)) | ((g == w) & ((np.signbit(g) == np.signbit(w)) | (exact == "equal")))
+    special = np.isnan(g) | np.isnan(w) | np.isinf(g) | np.isinf(w)
+    ok = np.where(special | bool(exact), same, np.abs(g - w) <= bound)
+  if where is not None: ok = ok | ~np.asarray(where)
+  bad = [tuple(int(k) for k in i) for i in np.argwhere(~ok)]
+  how = "" if exact else f" (bound {np.broadcast_to(bound, want.shape)[bad[0]]:.3g})" if bad else ""
+  assert not bad, f"{len(bad)} of {ok.size} elements differ; first at {bad[0]}: got {got[bad[0]]!r}, want " \\
+                  f"{want[bad[0]]!r}{how}"'''
+
+
+def _float_array(a: np.ndarray) -> str:
+  a = np.asarray(a, np.float64)
+  src = f"np.array({_literal(a)}, dtype=np.float64)"
+  return f"{src}.reshape({a.shape!r})" if a.size == 0 and a.ndim > 1 else src
+
+
+def expect(got: str, want: np.ndarray, dtype: str, rule: A.Bound, limit: np.ndarray | float,
+           where: np.ndarray | None = None) -> str:
+  """Lines asserting that `got` (source of a numpy array) is `want` (of `dtype`) under `rule`, whose value at each
+  element is `limit` (CONF.REPRO.assert); `where` limits the comparison as in accuracy.check."""
+  want_src = _float_array(want) if A.is_float(dtype) else _array_source(want, dtype)
+  exact = ("exact" if rule.signed_zero else "equal") if rule.exact or not A.is_float(dtype) else ""
+  bound = "0.0" if exact else _float_array(np.broadcast_to(limit, np.shape(want)))
+  mask = "None" if where is None else _array_source(np.broadcast_to(where, np.shape(want)), "bool")
+  return "\n".join([f"want = {want_src}   # {rule.clause} ({rule.expr})", f"bound = {bound}", f"where = {mask}",
+                    f"check({got}, want, bound, {exact!r}, where)"])
+
+
+def _guarded(run: list[str], what: str) -> list[str]:
+  """`run` inside a try: the implementation raising is an AssertionError too, so a pasted reproduction of a crash
+  fails the way that of a wrong value does."""
+  return ["try:", *(f"  {line}" for text in run for line in text.split("\n")),
+          "except Exception as e:   # a crash is a failure of the implementation",
+          f"  raise AssertionError(f'{what} raised {{type(e).__name__}}: {{e}}') from e"]
+
+
+def reproduction(adapter: Adapter, op: Op, case: Case, extra: str = "", check: str = "") -> str:
+  """Python lines in the implementation's own API (Adapter.repro_prelude, repro_tensor, repro_alu) that rebuild the
+  example, run it and, with `check` (lines from `expect`), assert the expected value (CONF.REPRO). `extra` replaces
+  the default run (`out = <call>`, then `got`, the outputs as numpy arrays)."""
   lines = ["import numpy as np", *adapter_prelude(adapter)]
   for name, arr, dt in zip(op.domain.inputs, case.inputs, case.dtypes):
     if _is_scalar(op, name): lines.append(f"{name} = {py_value(arr.reshape(()), dt)!r}")
     else:
       lines.append(f"{name} = {adapter.repro_tensor(_array_source(arr, dt), dt)}")   # as the adapter makes its inputs
   lines += [f"{k} = {v!r}" for k, v in case.params.items()]
-  if op.is_alu and not extra:   # the single ALU op as a UOp over the input tensors' UOps (refimpl's Adapter.alu)
+  if extra: run = [extra]
+  elif op.is_alu:   # the single ALU op as a UOp over the input tensors' UOps (refimpl's Adapter.alu)
     out_dt = op.out_dtype(case.dtypes, case.params) if op.out_dtype else _alu_out(op, case)
     srcs = "".join(f"{n}.uop, " for n in op.domain.inputs)
-    lines += adapter.repro_alu(op.call, out_dt, f"({srcs})")   # each implementation's own UOp API
-    return "\n".join(lines)
-  lines.append(extra or f"out = {op.call}\nprint(out.numpy() if hasattr(out, 'numpy') else [o.numpy() for o in out])")
-  return "\n".join(lines)
+    run = [*adapter.repro_alu(op.call, out_dt, f"({srcs})"), f"got = [{adapter.repro_numpy('out')}]"]
+  else:
+    run = [f"out = {op.call}", "outs = out if isinstance(out, (tuple, list)) else [out]",
+           f"got = [{adapter.repro_numpy('o')} for o in outs]", "print(got)"]
+  if not check: return "\n".join(lines + run)
+  return "\n".join([*lines, *_guarded(run, op.name), REPRO_CHECK, check])
 
 
 def adapter_prelude(adapter: Adapter) -> list[str]:
-  prelude = getattr(adapter, "repro_prelude", None)
-  if prelude: return prelude()
-  return ["from refimpl import Tensor, Device, dtypes", f"Device.DEFAULT = {adapter.backend!r}"]
+  """The adapter's reproduction prelude (Adapter.repro_prelude, CONF.REPRO.hook)."""
+  return adapter.repro_prelude()
 
 
 def _fail(op: Op, clauses: tuple[str, ...], why: str, adapter: Adapter, case: Case, extra: str = "",
-          used: float = float("inf")) -> Outcome:
-  """A failing outcome; `used` is the broken comparison's |error| / bound (CONF.REPORT.fraction), inf for a crash."""
-  msg = f"{op.name} [{', '.join(clauses)}]: {why}\n--- reproduction ---\n{reproduction(adapter, op, case, extra)}"
+          used: float = float("inf"), check: str = "") -> Outcome:
+  """A failing outcome; `used` is the broken comparison's |error| / bound (CONF.REPORT.fraction), inf for a crash. The
+  reproduction is the message's last part (CONF.REPRO)."""
+  msg = f"{op.name} [{', '.join(clauses)}]: {why}\n--- reproduction ---\n" \
+        f"{reproduction(adapter, op, case, extra, check)}"
   return Outcome(False, clauses, float("inf"), msg, details={"used": used})
 
 
@@ -201,11 +250,11 @@ def forward(adapter: Adapter, op: Op, case: Case, dtype: str,
     read = [_read(adapter, t) for t in _outputs(_run(adapter, op, case))]
     got, got_dts = [r[0] for r in read], [r[1] for r in read]
   except Exception as e:   # a crash is a failure of the op, not of the suite
-    return _fail(op, clauses, f"raised {type(e).__name__}: {e}", adapter, case)
+    return _fail(op, clauses, f"raised {type(e).__name__}: {e}", adapter, case, check=CRASH_GONE)
   want_dts = _expected_dtypes(op, case, len(got))
   for i, (g, w) in enumerate(zip(got_dts, want_dts)):
     if w is not None and g != w:
-      return _fail(op, clauses, f"output {i} has dtype {g}, want {w}", adapter, case)
+      return _fail(op, clauses, f"output {i} has dtype {g}, want {w}", adapter, case, check=_dtype_check(i, g, w))
   refs: list[np.ndarray] | None = None
   if op.torch is not None:
     try: refs = [_as_numpy(r) for r in _outputs(torch_eval(op, _torch_inputs(op, case, op.reference), case.params))]
@@ -213,29 +262,43 @@ def forward(adapter: Adapter, op: Op, case: Case, dtype: str,
       if op.spec is None: return _fail(op, clauses, f"torch reference raised {type(e).__name__}: {e}", adapter, case)
   spec = op.spec(case) if op.spec else None
   if refs is not None and len(refs) != len(got):
-    return _fail(op, clauses, f"{len(got)} outputs, torch gives {len(refs)}", adapter, case)
+    return _fail(op, clauses, f"{len(got)} outputs, torch gives {len(refs)}", adapter, case,
+                 check=f"assert len(got) == {len(refs)}, len(got)")
   worst, used = 0.0, 0.0
+  exact = A.bound("EXACT", "float64")
   for i, (g, dt) in enumerate(zip(got, got_dts)):
     if refs is not None:
       ref = _round_reference(refs[i], dt)
       if g.shape != ref.shape: return _fail(op, clauses, f"output {i} has shape {g.shape}, want {ref.shape}", adapter,
-                                            case)
+                                            case, check=f"assert got[{i}].shape == {ref.shape!r}, got[{i}].shape")
       rule = A.bound(op.tolerance, dt)
       mask = op.torch_defined(case) if op.torch_defined else None
       S = _forward_scale(op, case, i, ref.shape) if rule.uses("S") else 0.0
       v = A.check(g, ref, dt, rule, n=op.length(case), S=S, x=_magnitude(op, case, ref.shape), where=mask)
       worst, used = max(worst, v.worst_ulps), max(used, v.used)
-      if not v.ok: return _fail(op, (*clauses, rule.clause), f"output {i}: {v.why}", adapter, case, used=v.used)
+      if not v.ok: return _fail(op, (*clauses, rule.clause), f"output {i}: {v.why}", adapter, case, used=v.used,
+                                check=expect(f"got[{i}]", ref, dt, rule, v.limit, mask))
     if spec is not None and i == 0:
       want = np.asarray(spec)
       if g.shape != want.shape: return _fail(op, clauses, f"shape {g.shape}, the spec gives {want.shape}", adapter,
-                                             case)
+                                             case, check=f"assert got[0].shape == {want.shape!r}, got[0].shape")
       v = A.check(g, want, dt, A.bound("EXACT", dt))
-      if not v.ok: return _fail(op, clauses, f"against the executable spec: {v.why}", adapter, case)
+      if not v.ok: return _fail(op, clauses, f"against the executable spec: {v.why}", adapter, case,
+                                check=expect("got[0]", want, dt, exact, 0.0))
     if second is not None and i == 0:
       v = A.check(g, np.asarray(second[0]), dt, A.bound("EXACT", dt), where=second[1])
-      if not v.ok: return _fail(op, clauses, f"against the independent oracle: {v.why}", adapter, case)
+      if not v.ok: return _fail(op, clauses, f"against the independent oracle: {v.why}", adapter, case,
+                                check=expect("got[0]", np.asarray(second[0]), dt, exact, 0.0, second[1]))
   return Outcome(True, clauses, worst, details={"used": used})
+
+
+CRASH_GONE = "print('no exception: the crash the suite saw is gone')"
+
+
+def _dtype_check(i: int, got: str, want: str) -> str:
+  """Lines asserting output i's dtype through numpy's name for it (bfloat16, which numpy lacks, is only printed)."""
+  if "bfloat16" in (got, want): return f"print(outs[{i}].dtype)   # want {want}"
+  return f"assert got[{i}].dtype == np.dtype({np.dtype(NP[want]).name!r}), (got[{i}].dtype, {want!r})"
 
 
 def _run(adapter: Adapter, op: Op, case: Case) -> Any:
@@ -337,7 +400,7 @@ def vjp(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) -> Outcome:
   try: cotangents, out_dts, got = _impl_vjp(adapter, op, case, cotangent_of, idx)
   except Exception as e:
     extra = _vjp_snippet(adapter, op, idx, drawn, drawn_dts) if drawn else ""
-    return _fail(op, clauses, f"gradient raised {type(e).__name__}: {e}", adapter, case, extra)
+    return _fail(op, clauses, f"gradient raised {type(e).__name__}: {e}", adapter, case, extra, check=CRASH_GONE)
   extra = _vjp_snippet(adapter, op, idx, cotangents, out_dts)
   want, vjp_fn, args = _torch_vjp(op, case, cotangents, idx)
   worst, used = 0.0, 0.0
@@ -346,14 +409,15 @@ def vjp(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) -> Outcome:
     rule = A.bound(op.grad_tolerance, dt)
     ref = A.round_to(w, dt)
     if g.shape != ref.shape: return _fail(op, clauses, f"gradient of {op.domain.inputs[i]} has shape {g.shape}, "
-                                          f"want {ref.shape}", adapter, case, extra)
+                                          f"want {ref.shape}", adapter, case, extra,
+                                          check=f"assert grads[{k}].shape == {ref.shape!r}, grads[{k}].shape")
     S = _abs_jacobian_scale(lambda *a, k=k: vjp_fn(*a)[k], args, ref.shape) if rule.uses("S") else 0.0
     n = op.length(case) * max(1.0, max(c.size for c in cotangents) / max(case.inputs[i].size, 1))
     v = A.check(g, ref, dt, rule, n=n, S=S, x=_vjp_magnitude(op, case, i, cotangents))
     worst, used = max(worst, v.worst_ulps), max(used, v.used)
     if not v.ok:
       return _fail(op, (*clauses, rule.clause), f"gradient of {op.domain.inputs[i]}: {v.why}", adapter, case, extra,
-                   used=v.used)
+                   used=v.used, check=expect(f"grads[{k}]", ref, dt, rule, v.limit))
   return Outcome(True, clauses, worst, details={"used": used})
 
 
@@ -368,13 +432,63 @@ def _vjp_magnitude(op: Op, case: Case, i: int, cotangents: list[np.ndarray]) -> 
 
 
 def _vjp_snippet(adapter: Adapter, op: Op, idx: list[int], cotangents: list[np.ndarray], out_dts: list[str]) -> str:
-  """The lines after the inputs of a VJP reproduction; the cotangents are made as the test made them
-  (`Adapter.repro_tensor`): an implementation may compute a different gradient for a constant cotangent."""
+  """The lines after the inputs of a VJP reproduction: `grads`, the VJP of each differentiated input (float64 numpy,
+  summed over the outputs). The cotangents are made as the test made them (`Adapter.repro_tensor`): an
+  implementation may compute a different gradient for a constant cotangent."""
   names = [op.domain.inputs[i] for i in idx]
   gs = ", ".join(adapter.repro_tensor(_array_source(g, dt), dt) for g, dt in zip(cotangents, out_dts))
-  return (f"out = {op.call}\nouts = out if isinstance(out, (tuple, list)) else [out]\n"
-          f"for out_, g_ in zip(outs, [{gs}]):\n"
-          f"  print([d.numpy() for d in out_.gradient({', '.join(names)}, gradient=g_)])")
+  return "\n".join([f"out = {op.call}", "outs = out if isinstance(out, (tuple, list)) else [out]", "grads = None",
+                    f"for out_, g_ in zip(outs, [{gs}]):   # the cotangents",
+                    f"  ds = [np.asarray({adapter.repro_numpy('d')}, np.float64) "
+                    f"for d in out_.gradient({', '.join(names)}, gradient=g_)]",
+                    "  grads = ds if grads is None else [a + b for a, b in zip(grads, ds)]", "print(grads)"])
+
+
+def _fd_snippet(adapter: Adapter, op: Op, case: Case, idx: list[int], h: float, dirs: dict[int, np.ndarray],
+                gs: list[np.ndarray], out_dts: list[str], fd: float, an: float, tol: float) -> tuple[str, str]:
+  """The lines after the inputs of a finite-differences reproduction (CONF.REPRO.fd): the step, the direction and
+  the cotangent, f at x + h v and x - h v, the VJP at x; then the assertion on the two values GRAD.CHECK.fd compares
+  (returned apart, as the `check` of `reproduction`)."""
+  names = [op.domain.inputs[i] for i in idx]
+  lines = [f"h = {h!r}   # ACC.GRAD.fd: the step", f"g = [{', '.join(_float_array(g) for g in gs)}]   # the cotangent"]
+  for i, n in zip(idx, names):
+    lines += [f"x0_{n} = {_array_source(case.inputs[i], case.dtypes[i])}",
+              f"v_{n} = {_float_array(dirs[i])}   # the direction for {n}"]
+  read = f"[np.asarray({adapter.repro_numpy('o')}, np.float64) for o in (out if isinstance(out, (tuple, list)) " \
+         f"else [out])]"
+  for sign, var in (("+", "plus"), ("-", "minus")):
+    lines += [f"{n} = {adapter.repro_tensor(f'x0_{n} {sign} h * v_{n}', case.dtypes[i])}" for i, n in zip(idx, names)]
+    lines += [f"out = {op.call}", f"{var} = {read}   # f(x {sign} h v)"]
+  lines += [f"{n} = {adapter.repro_tensor(f'x0_{n}', case.dtypes[i])}" for i, n in zip(idx, names)]
+  cots = ", ".join(adapter.repro_tensor(f"g[{k}]", dt) for k, dt in enumerate(out_dts))
+  lines += [f"out = {op.call}", "outs = out if isinstance(out, (tuple, list)) else [out]",
+            "grads = [0.0] * " + str(len(idx)),
+            f"for out_, g_ in zip(outs, [{cots}]):",
+            f"  ds = out_.gradient({', '.join(names)}, gradient=g_)",
+            f"  grads = [a + np.asarray({adapter.repro_numpy('d')}, np.float64) for a, d in zip(grads, ds)]",
+            "fd = sum(float((gk * (p - m)).sum()) for gk, p, m in zip(g, plus, minus)) / (2 * h)   # <g, J v>",
+            f"an = sum(float((d * v).sum()) for d, v in zip(grads, [{', '.join(f'v_{n}' for n in names)}]))"
+            "   # <VJP(g), v>",
+            f"print('finite differences', fd, 'gradient', an)   # the suite saw {fd!r} and {an!r}"]
+  check = [f"tol = {tol!r}   # ACC.GRAD.fd", "assert np.isfinite(fd) and np.isfinite(an) and abs(fd - an) <= tol, "
+           "f'finite differences give {fd!r}, the gradient gives {an!r} (tolerance {tol:.3g})'"]
+  return "\n".join(lines), "\n".join(check)
+
+
+def _second_order_snippet(adapter: Adapter, op: Op, names: list[str], g1: np.ndarray, g2: list[np.ndarray]) -> str:
+  """The lines after the inputs of a second-order reproduction (CONF.REPRO.second-order): `second`, the gradient of
+  <g2, VJP(x, g1)> with respect to each input, built as the test built it."""
+  t = adapter.repro_tensor
+  return "\n".join([f"out = {op.call}", "y = out[0] if isinstance(out, (tuple, list)) else out",
+                    f"g1 = {t(_float_array(g1), 'float64')}",
+                    f"g2 = [{', '.join(t(_float_array(g), 'float64') for g in g2)}]",
+                    f"d1 = y.gradient({', '.join(names)}, gradient=g1)",
+                    "s = None",
+                    "for d, g in zip(d1, g2):",
+                    "  term = (d * g).sum()", "  s = term if s is None else s + term",
+                    f"second = [{adapter.repro_numpy('d')} for d in s.gradient({', '.join(names)}, "
+                    f"gradient={t('np.array(1.0)', 'float64')})]",
+                    "print(second)"])
 
 
 def finite_differences(adapter: Adapter, op: Op, case: Case, seed: int) -> Outcome:
@@ -397,9 +511,9 @@ def finite_differences(adapter: Adapter, op: Op, case: Case, seed: int) -> Outco
                    case.params)
       return [_read(adapter, o)[0].astype(np.float64) for o in _outputs(_run(adapter, op, moved))]
     plus, minus = at(1.0), at(-1.0)
-    _, _, grads = _impl_vjp(adapter, op, case, lambda shapes, dts: [np.asarray(g) for g in gs], idx)
+    _, out_dts, grads = _impl_vjp(adapter, op, case, lambda shapes, dts: [np.asarray(g) for g in gs], idx)
   except Exception as e:
-    return _fail(op, clauses, f"raised {type(e).__name__}: {e}", adapter, case)
+    return _fail(op, clauses, f"raised {type(e).__name__}: {e}", adapter, case, check=CRASH_GONE)
   fd = sum(float((g * (p - m)).sum()) for g, p, m in zip(gs, plus, minus)) / (2 * h)
   an = sum(float((d * dirs[i]).sum()) for d, i in zip(grads, idx))
   magnitude = sum(float((np.abs(g) * np.abs(p - m)).sum()) for g, p, m in zip(gs, plus, minus)) / (2 * h)
@@ -407,8 +521,9 @@ def finite_differences(adapter: Adapter, op: Op, case: Case, seed: int) -> Outco
       A.eps("float64") / h
   tol = FD_RTOL * (magnitude + abs(an)) + 16 * noise
   if not np.isfinite(fd) or not np.isfinite(an) or abs(fd - an) > tol:
+    run, check = _fd_snippet(adapter, op, case, idx, h, dirs, gs, out_dts, fd, an, tol)
     return _fail(op, clauses, f"finite differences give {fd!r}, the gradient gives {an!r} (tolerance {tol:.3g}, "
-                 f"h = {h:.3g})", adapter, case)
+                 f"h = {h:.3g})", adapter, case, run, check=check)
   return Outcome(True, clauses, details={"used": abs(fd - an) / tol if fd != an else 0.0})
 
 
@@ -431,7 +546,7 @@ def second_order(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) ->
       s = term if s is None else s + term
     got = [adapter.numpy(t) for t in adapter.gradient(s, xs, adapter.tensor(np.array(1.0), "float64"))]
   except Exception as e:
-    return _fail(op, clauses, f"raised {type(e).__name__}: {e}", adapter, case)
+    return _fail(op, clauses, f"raised {type(e).__name__}: {e}", adapter, case, check=CRASH_GONE)
   want, w = _torch_second_order(op, case, names, g1, g2)
   rule = A.bound("GRAD2", "float64")
   args = [torch.tensor(g1), *(torch.tensor(g) for g in g2)]
@@ -441,7 +556,9 @@ def second_order(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) ->
     v = A.check(g, want[k], "float64", rule, n=max(a.size for a in case.inputs), S=S)
     used = max(used, v.used)
     if not v.ok:
-      return _fail(op, (*clauses, rule.clause), f"second derivative of {n}: {v.why}", adapter, case, used=v.used)
+      return _fail(op, (*clauses, rule.clause), f"second derivative of {n}: {v.why}", adapter, case,
+                   _second_order_snippet(adapter, op, names, g1, g2), used=v.used,
+                   check=expect(f"second[{k}]", want[k], "float64", rule, v.limit))
   return Outcome(True, clauses, details={"used": used})
 
 

@@ -111,3 +111,4 @@ def test_planted_bug_fails_with_a_reproduction(adapter, bug):
   with_bug, without_bug = _printed(code, plant), _printed(code, None)
   assert with_bug and without_bug and "exit" not in without_bug, (with_bug, without_bug)
   assert with_bug != without_bug, f"the reproduction does not show the planted bug:\n{code}\nprints {with_bug}"
+  assert "AssertionError" in with_bug, with_bug   # CONF.REPRO.assert: it fails the way the test did

@@ -7,11 +7,16 @@ other implementation of the same tinygrad-style API plugs in with `pytest --pyar
 (docs/adapter.md, the page a backend author reads; examples/minimal_adapter is a complete one).
 
 Dtypes travel as names ('float32', 'bfloat16', 'int8', 'bool', ...); bfloat16 values travel as float32 arrays.
+
+A failure ends with a reproduction written in the implementation's own API through the `repro_*` methods
+(`repro_prelude` above all: the imports and the device), which asserts the expected value (CONF.REPRO).
 """
 from __future__ import annotations
 
 import functools
 import importlib
+import sys
+import types
 from typing import Any
 
 import numpy as np
@@ -93,6 +98,25 @@ class Adapter:
     dtype) pairs, with result dtype `out_dtype`, on the backend; the result as a numpy array. Raise
     NotImplementedError when the implementation has no way to run a single ALU op."""
     raise NotImplementedError
+
+  # ---- reproductions (CONF.REPRO): Python source in the implementation's own API ----
+  def repro_prelude(self) -> list[str]:
+    """The lines every reproduction starts with (after `import numpy as np`): the imports that give `Tensor` and
+    `dtypes` their meaning in this implementation, and whatever selects the backend under test, so that a pasted
+    reproduction runs this implementation on this backend and nothing else. Default: each name of `namespace()`
+    imported from the module that defines it; override it to select the device (refimpl's adapter adds
+    `Device.DEFAULT = ...`) or when a name is not importable as such."""
+    lines = []
+    for name, obj in self.namespace().items():
+      if isinstance(obj, types.ModuleType): lines.append(f"import {obj.__name__} as {name}")
+      elif getattr(sys.modules.get(getattr(obj, "__module__", "") or ""), name, None) is obj:
+        lines.append(f"from {obj.__module__} import {name}")
+      else: lines.append(f"# {name}: not importable by name; override {type(self).__name__}.repro_prelude")
+    return lines
+
+  def repro_numpy(self, tensor: str) -> str:
+    """Python source reading the tensor named `tensor` as a numpy array, as `numpy` does: `tensor.numpy()`."""
+    return f"{tensor}.numpy()"
 
   def repro_tensor(self, array: str, dtype: str) -> str:
     """Python source of an input tensor in a reproduction, made as `tensor` makes it, from `array` (source of a

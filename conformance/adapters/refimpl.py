@@ -47,6 +47,9 @@ class RefimplAdapter(Adapter):
   def namespace(self) -> dict[str, Any]:
     return {"Tensor": Tensor, "dtypes": dtypes, "nn": nn, "optim": optim}
 
+  def repro_prelude(self) -> list[str]:
+    return ["from refimpl import Tensor, Device, dtypes", f"Device.DEFAULT = {self.backend!r}"]
+
   def tensor(self, array: np.ndarray, dtype: str) -> Tensor:
     return Tensor(np.asarray(array), dtype=dtype, device=self.backend)
 

@@ -129,6 +129,10 @@ class TinygradAdapter(Adapter):
   def repro_tensor(self, array: str, dtype: str) -> str:
     return f"tensor({array}, {dtype!r})"
 
+  def repro_numpy(self, tensor: str) -> str:
+    """As `numpy` reads it: bfloat16 through float32 (numpy has no bfloat16)."""
+    return f"({tensor}.cast(dtypes.float32) if {tensor}.dtype == dtypes.bfloat16 else {tensor}).numpy()"
+
   def tensor(self, array: np.ndarray, dtype: str) -> Any:
     # from a Python list, not a numpy array: tinygrad 0.14 copies numpy arrays in through its CPU device, which
     # compiles helper programs with clang even when the target device is another one. The values are exactly

@@ -2,16 +2,18 @@
 docs/tinygrad-conformance.md (first matching rule wins) and print the totals, per-group counts, ops, dtypes and
 properties; failures no rule matches are printed in full ('?').
 
-Usage: python docs/runs/tinygrad_classify.py REPORT_DIR [REPORT_DIR ...] [-v]
+Usage: python docs/runs/tinygrad_classify.py REPORT_DIR [REPORT_DIR ...] [-v] [--baseline FILE]
 (issue 15's new ops: python docs/runs/tinygrad_classify.py FORWARD GRAD, the two parts of that run)
 (the report: python docs/runs/tinygrad_classify.py RUN2 RUN3_BF16_AND_REST RUN3_CLANG_RERUN, see the doc)
 
 Each test's outcome is read from DIR/junit.xml (its properties carry the op, dtype, property and the failure
 message); a test in a later dir replaces the same test in an earlier one, so a re-run of part of the suite (another
 compiler, the tests an interrupted run did not reach) is laid over the first run. Writes groups.json (group -> test
-ids) into the last dir."""
+ids) into the last dir, and with --baseline FILE every failure as a baseline for `pytest conformance --xfails-file
+FILE` (CONF.BASELINE), the group as its reason."""
 import collections
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 
@@ -155,7 +157,8 @@ def read(d):
 
 
 def main(argv):
-  dirs = [a for a in argv if not a.startswith("-")]
+  baseline = argv[argv.index("--baseline") + 1] if "--baseline" in argv else None
+  dirs = [a for a in argv if not a.startswith("-") and a != baseline]
   tests = {}
   for d in dirs: tests.update(read(d))
   print("totals", dict(collections.Counter(t[0] for t in tests.values())), "of", len(tests), "tests")
@@ -171,6 +174,14 @@ def main(argv):
       for i in items: print("   ", i[3], "::", i[4].replace("\n", " ")[:240])
   json.dump({g: sorted(i[3] for i in items) for g, items in groups.items()}, open(f"{dirs[-1]}/groups.json", "w"),
             indent=1)
+  if baseline:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    from conformance.baselines import write
+    write(baseline, {i[3]: f"group {g}" for g, items in groups.items() for i in items},
+          f"tinygrad's expected failures (docs/tinygrad-conformance.md, 'Failures by cause'), one line per failing test\n"
+          f"of the report dirs {' '.join(dirs)}, the reason its cause group;\n"
+          f"written by: python docs/runs/tinygrad_classify.py <those runs' report dirs> --baseline FILE\n"
+          f"use: pytest conformance --impl conformance.adapters.tinygrad:TinygradAdapter --xfails-file FILE")
 
 
 if __name__ == "__main__":
