@@ -1,6 +1,6 @@
 """conv2d and a replayed training step on the CPU against tinygrad 0.14.0 and torch, in the same run (issue 19).
 
-  python -m bench.conv [--runs 5] [--cases conv,convbwd,digits] [--no-tinygrad] [--no-torch]
+  python -m bench.conv [--runs 5] [--cases "conv fwd,conv fwd+bwd,digits step"] [--no-tinygrad] [--no-torch]
 
 Rows:
 - `conv fwd`: conv2d of N=16, 32 -> 64 channels, 32x32, 3x3, padding 1, float32;
@@ -8,9 +8,9 @@ Rows:
 - `digits step`: one Adam step of examples/train_digits.py's model on a batch of 32 (random images, same shapes).
 
 Each is a TinyJit'd function (refimpl's and tinygrad's) replayed after its capture, or torch's eager call, timed as
-the best of `--runs` after warm-up; the table gives milliseconds and each implementation's time divided by refimpl's
-(above 1: refimpl is faster). tinygrad and torch rows appear when they import. The numbers only mean something
-side by side: ratios are taken in one run, on one machine."""
+the best of `--runs` after warm-up, the implementations taking turns run by run; the table gives milliseconds and
+each implementation's time divided by refimpl's (above 1: refimpl is faster). tinygrad and torch rows appear when
+they import. The numbers only mean something side by side: ratios are taken in one run, on one machine."""
 from __future__ import annotations
 
 import argparse
@@ -23,15 +23,18 @@ import numpy as np
 SHAPE_X, SHAPE_W, SHAPE_G = (16, 32, 32, 32), (64, 32, 3, 3), (16, 64, 32, 32)
 
 
-def best_ms(fn, runs: int, warmup: int = 3) -> float:
-  """The shortest of `runs` timings of `fn()` in milliseconds, after `warmup` calls (JIT capture happens there)."""
-  for _ in range(warmup): fn()
-  best = float("inf")
+def best_ms(fns: dict, runs: int, warmup: int = 3) -> dict:
+  """The shortest of `runs` timings of each of `fns` in milliseconds, after `warmup` calls each (JIT capture happens
+  there). The functions take turns, run by run, so that a busy spell of a shared machine slows them alike."""
+  for fn in fns.values():
+    for _ in range(warmup): fn()
+  best = {name: float("inf") for name in fns}
   for _ in range(runs):
-    st = time.perf_counter()
-    fn()
-    best = min(best, time.perf_counter() - st)
-  return best * 1e3
+    for name, fn in fns.items():
+      st = time.perf_counter()
+      fn()
+      best[name] = min(best[name], time.perf_counter() - st)
+  return {name: t * 1e3 for name, t in best.items()}
 
 
 def data(rng) -> dict[str, np.ndarray]:
@@ -132,7 +135,7 @@ def main() -> None:
   print(f"{'case':14s}" + "".join(f"{n:>12s}" for n in cases) + "".join(f"{n + '/ref':>14s}" for n in cases
                                                                           if n != "refimpl"))
   for case in args.cases.split(","):
-    ms = {n: best_ms(c[case], args.runs) for n, c in cases.items() if case in c}
+    ms = best_ms({n: c[case] for n, c in cases.items() if case in c}, args.runs)
     ratios = "".join(f"{ms[n] / ms['refimpl']:14.2f}" if n in ms else f"{'':14s}" for n in cases if n != "refimpl")
     print(f"{case:14s}" + "".join(f"{ms[n]:12.1f}" if n in ms else f"{'-':>12s}" for n in cases) + ratios)
     sys.stdout.flush()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from refimpl import Tensor
+from refimpl import Tensor, dtypes
 from refimpl.codegen.lowerer import lower, reshape_groups
 from refimpl.device import LinearProgram
 from refimpl.uop import Ops
@@ -151,3 +151,54 @@ def test_program_facts_are_found_once():
   dev = Device["CPU"]
   with pytest.raises(SpecError) as e: dev.launch(launches[0].compiled, list(launches[0].bufs), global_size=(3, 1, 1))
   assert e.value.clause == "EXEC.GRID.match"
+
+
+# ---- the default tile of a convolution shares both of its loads
+
+def test_conv2d_tile_shares_input_and_weights():
+  """EXEC.OPT.default: the tile of a convolution is output channels x output width (the input is shared along the
+  first, the weights along the second); a matmul's stays M x N."""
+  from refimpl.codegen.opt import Opt, OptOps, heuristic
+  x, w = Tensor.empty(16, 32, 32, 32, device="CPU"), Tensor.empty(64, 32, 3, 3, device="CPU")
+  (k,) = x.conv2d(w, padding=1).schedule()
+  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 3, 8))
+  (k,) = (Tensor.empty(64, 96, device="CPU") @ Tensor.empty(96, 128, device="CPU")).schedule()
+  assert heuristic(k.arg.ast, "CPU")[:2] == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8))
+
+
+@pytest.mark.parametrize("noopt", ["1", ""])
+def test_conv2d_gradients_give_noopt_bits(noopt, monkeypatch):
+  """EXEC.OPT.exact: a convolution's forward and both gradients (the kernels whose tiles changed) give the bits of
+  the unoptimised kernels, on the CPU."""
+  if shutil.which(os.environ.get("CC", "cc")) is None:
+    pytest.skip("DEV.COMPILE: no C compiler ($CC or cc) on this machine, so the CPU device cannot compile")
+  rng = np.random.default_rng(3)
+  arrays = [rng.standard_normal(s, dtype=np.float32) for s in ((4, 8, 12, 12), (16, 8, 3, 3), (4, 16, 12, 12))]
+
+  def run(env):
+    monkeypatch.setenv("NOOPT", env)
+    x, w, g = (Tensor(a, device="CPU") for a in arrays)
+    out = x.conv2d(w, padding=1)
+    gx, gw = (out * g).sum().gradient(x, w)
+    return [t.numpy().tobytes() for t in (out, gx, gw)]
+  assert run(noopt) == run("1")
+
+
+# ---- DEV.C.threads: few work-groups with long loops use the pool too
+
+def test_loop_trips_counts_nested_iterations(monkeypatch):
+  """DEV.C.threads: a work-group's loop iterations are each RANGE's size times those around it, summed; a buffer's
+  address is noted at allocation (a view of it falls back to numpy's)."""
+  if shutil.which(os.environ.get("CC", "cc")) is None:
+    pytest.skip("DEV.COMPILE: no C compiler ($CC or cc) on this machine, so the CPU device cannot compile")
+  from refimpl.device import Device
+  from refimpl.engine import realize as engine
+  from refimpl.runtime.ops_cpu import _address
+  monkeypatch.setenv("NOOPT", "1")
+  a = Tensor(np.ones((3, 5, 7), np.float32), device="CPU").realize()
+  engine.capture = []
+  try: a.sum((1, 2)).realize()
+  finally: launches, engine.capture = engine.capture, None
+  assert launches[0].compiled.loop_trips == 5 + 5 * 7
+  mem = Device["CPU"].alloc(4, dtypes.float32).handle
+  assert _address(mem) == mem.ctypes.data and _address(mem[1:]) == mem.ctypes.data + 1

@@ -200,9 +200,22 @@ drop_true_gates = PatternMatcher([(UPat(Ops.INDEX, src=(UPat.var("p"), UPat.var(
 
 # ---- the default choice
 
-def _shared_axes(ast: UOp, lay: Layout) -> list[int]:
-  """Axes of the layout along which some load inside a reduce loop does not change: upcasting them lets a tile
-  share that load (EXEC.OPT.share), as the rows of A and the columns of B are shared in a matmul tile."""
+def _tile_axes(ast: UOp, lay: Layout) -> list[int]:
+  """The (at most two) layout axes to tile: a pair along which different loads are shared, so that the tile shares
+  each of them (a matmul's rows of A along N and columns of B along M; a convolution's input along the output
+  channels and its weights along the output width), with the most lanes `_amount` gives them, the later pair on a
+  tie; else the last two axes along which some load is shared."""
+  shared = _shared_loads(ast, lay)
+  pairs = [(a, b) for a in range(len(shared)) for b in range(a + 1, len(shared))
+           if shared[a] - shared[b] and shared[b] - shared[a]]
+  if not pairs: return [a for a, loads in enumerate(shared) if loads][-2:]
+  def lanes(p): return _amount(lay.shape[p[0]], 4) * _amount(lay.shape[p[1]], 8), p
+  return list(max(pairs, key=lanes))
+
+
+def _shared_loads(ast: UOp, lay: Layout) -> list[frozenset[int]]:
+  """For each axis of the layout (of size above 1), the loads inside a reduce loop (by number) that do not change
+  along it."""
   pos = [UOp.variable(f"opt.pos{a}", 0, s - 1) for a, s in enumerate(lay.shape)]
   lw = Lowerer()
   loads = []
@@ -215,7 +228,8 @@ def _shared_axes(ast: UOp, lay: Layout) -> list[int]:
       in_loop[u] = u.op is Ops.RANGE or any(in_loop[s] for s in u.src)
       if u.op is Ops.LOAD and in_loop[u]: loads.append(u)
   deps = [{p for p in pos if p in set(ld.toposort())} for ld in loads]
-  return [a for a, p in enumerate(pos) if lay.shape[a] > 1 and any(p not in d for d in deps)]
+  return [frozenset(i for i, d in enumerate(deps) if p not in d) if lay.shape[a] > 1 else frozenset()
+          for a, p in enumerate(pos)]
 
 
 def _amount(size: int, want: int) -> int:
@@ -251,7 +265,7 @@ def heuristic(ast: UOp, device: str) -> tuple[Opt, ...]:
     return (Opt(OptOps.LOCAL, 0, k),) if k > 1 else ()
   if lay.numel * math.prod(lay.reduce_sizes) < SMALL_WORK: return ()
   if not lay.reduce_sizes: return (Opt(OptOps.UPCAST, 0, _amount(lay.numel, 8)),)
-  shared = _shared_axes(ast, lay)[-2:]
+  shared = _tile_axes(ast, lay)
   if len(shared) == 2: out = [Opt(OptOps.UPCAST, shared[0], _amount(lay.shape[shared[0]], 4)),
                               Opt(OptOps.UPCAST, shared[1], _amount(lay.shape[shared[1]], 8))]
   elif shared: out = [Opt(OptOps.UPCAST, shared[0], _amount(lay.shape[shared[0]], 8))]
