@@ -151,6 +151,12 @@ def test_program_facts_are_found_once():
   dev = Device["CPU"]
   with pytest.raises(SpecError) as e: dev.launch(launches[0].compiled, list(launches[0].bufs), global_size=(3, 1, 1))
   assert e.value.clause == "EXEC.GRID.match"
+  dev.launch(launches[0].compiled, list(launches[0].bufs))   # the sizes' checks are remembered from here on ...
+  assert launch_facts(p).checked
+  with pytest.raises(SpecError) as e: dev.launch(launches[0].compiled, list(launches[0].bufs)[::-1])
+  assert e.value.clause == "EXEC.PROGRAM.params"   # ... but the buffers are checked at every launch
+  with pytest.raises(SpecError) as e: dev.launch(launches[0].compiled, list(launches[0].bufs), {"n": 3})
+  assert e.value.clause == "EXEC.PROGRAM.params"
 
 
 # ---- the default tile of a convolution shares both of its loads

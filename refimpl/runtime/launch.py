@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from refimpl.device import Backend, Buffer, LinearProgram
 from refimpl.helpers import SpecError
@@ -37,10 +37,13 @@ def eval_size(u: UOp, vals: dict[str, int]):
 @dataclass(frozen=True)
 class LaunchFacts:
   """What the launch checks need from a program alone, found once per program (issue 19, DEV.LAUNCH.limits):
-  its vars by name, the bytes of local memory it declares, and its SPECIALs as (name, size UOp)."""
+  its vars by name, the bytes of local memory it declares, its SPECIALs as (name, size UOp), and, per device
+  limits, the sizes of a launch without vars or explicit sizes once such a launch has passed every check (the
+  checks then depend on the program alone)."""
   want: dict
   local_bytes: int
   specials: tuple[tuple[str, UOp], ...]
+  checked: dict = field(default_factory=dict)   # Limits -> (global, local) sizes of a launch with the program's own
 
 
 _FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -68,9 +71,11 @@ def check_launch(backend: Backend, p: LinearProgram, bufs: list[Buffer], vals: d
   program's own (EXEC.GRID)."""
   backend.check_buffers(p, bufs)   # EXEC.PROGRAM.params: one distinct buffer of the right dtype and size per slot
   for b in bufs:
-    if b.device.partition(":")[0] != backend.name:
+    if b.device != backend.name and b.device.partition(":")[0] != backend.name:
       raise SpecError("EXEC.PROGRAM.params", f"{p.name}: a buffer on {b.device}, not on {backend.name}")
   facts = launch_facts(p)
+  if not vals and global_size is None and local_size is None and limits in facts.checked:
+    return facts.checked[limits]   # the program's own sizes, vars-free: checked at an earlier launch
   want = facts.want
   if set(vals) != set(want):
     raise SpecError("EXEC.PROGRAM.params", f"{p.name} takes vars {sorted(want)}, got {sorted(vals)}")
@@ -100,4 +105,5 @@ def check_launch(backend: Backend, p: LinearProgram, bufs: list[Buffer], vals: d
     for d in range(3):
       if f"{kind}{d}" not in used and sz[d] not in (0, 1):
         raise SpecError("EXEC.GRID.match", f"{p.name}: no SPECIAL {kind}{d}, but the launch gives size {sz[d]}")
+  if not vals and global_size is None and local_size is None: facts.checked[limits] = (gsz, lsz)
   return gsz, lsz

@@ -48,7 +48,7 @@ TILE_FLAGS = ("-O3", "-fno-tree-loop-vectorize") + (("-march=native",) if platfo
                                                     ("x86_64", "amd64") else ())
 LIMITS = Limits()            # DEV.CPU.limits: those of the PYTHON device, so a program that runs there runs here
 PARALLEL_MIN = 4096          # DEV.C.threads: fewer work-groups than this run on the calling thread, unless
-PARALLEL_TRIPS = 2 ** 16     # their loops run at least this many iterations in all
+PARALLEL_TRIPS = 2 ** 20     # their loops run at least this many iterations in all (a handoff costs tens of us)
 ALIGN = 64
 _NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16,
        dtypes.uint16: np.uint16, dtypes.int32: np.int32, dtypes.uint32: np.uint32, dtypes.int64: np.int64,
@@ -271,7 +271,8 @@ class _Memory(np.ndarray):
 
 def _address(handle: np.ndarray) -> int:
   """The address of a buffer's first byte: the one alloc noted, else (a handle made elsewhere) numpy's."""
-  return handle.address if type(handle) is _Memory and hasattr(handle, "address") else handle.ctypes.data
+  address = getattr(handle, "address", None)   # a view of a _Memory is a _Memory without it
+  return handle.ctypes.data if address is None else address
 
 
 def flags_for(program: LinearProgram) -> tuple[str, ...]:
