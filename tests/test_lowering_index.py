@@ -162,12 +162,16 @@ def test_program_facts_are_found_once():
 # ---- the default tile of a convolution shares both of its loads
 
 def test_conv2d_tile_shares_input_and_weights():
-  """EXEC.OPT.default: the tile of a convolution is output channels x output width (the input is shared along the
-  first, the weights along the second); a matmul's stays M x N."""
+  """EXEC.OPT.default: the tile of a padded convolution is 16 output channels x 4 output columns (the gated input is
+  shared along the first, the weights along the second); its weight gradient, unrolled, and a matmul stay 4 x 8."""
   from refimpl.codegen.opt import Opt, OptOps, heuristic
   x, w = Tensor.empty(16, 32, 32, 32, device="CPU"), Tensor.empty(64, 32, 3, 3, device="CPU")
   (k,) = x.conv2d(w, padding=1).schedule()
-  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 3, 8))
+  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 3, 4))   # gated input
+  g = Tensor.empty(16, 64, 32, 32, device="CPU")
+  gx, gw = (x.conv2d(w, padding=1) * g).sum().gradient(x, w)
+  (k,) = [k for k in gx.schedule(gw) if k.arg.ast.src[0].src[1].shape == (64, 32, 3, 3)]
+  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 2, 4))
   (k,) = (Tensor.empty(64, 96, device="CPU") @ Tensor.empty(96, 128, device="CPU")).schedule()
   assert heuristic(k.arg.ast, "CPU")[:2] == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8))
 
