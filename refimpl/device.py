@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import threading
 import inspect
+import functools
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Callable
@@ -34,14 +35,29 @@ class LinearProgram:
   global_size: tuple[int, ...] = (1, 1, 1)
   local_size: tuple[int, ...] = (1, 1, 1)
 
+  # what depends on the program alone is found once per program, not once per launch (a frozen dataclass's
+  # cached_property is stored in the instance's __dict__, which freezing does not guard)
+  @functools.cached_property
+  def _globals(self) -> tuple[UOp, ...]:
+    return tuple(sorted((u for u in self.uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg))
+
+  @functools.cached_property
+  def _vars(self) -> tuple[UOp, ...]:
+    return tuple(sorted((u for u in self.uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0]))
+
+  @functools.cached_property
+  def _slots(self) -> tuple[tuple[int, DType, int], ...]:
+    """(slot, dtype, size or -1) of each buffer parameter in slot order: what check_buffers compares."""
+    return tuple((u.arg, u.dtype.base, u.dtype.size) for u in self._globals)
+
   @property
   def globals(self) -> list[UOp]:
     """The DEFINE_GLOBAL parameters in slot order (EXEC.PROGRAM.params)."""
-    return sorted((u for u in self.uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+    return list(self._globals)
 
   @property
   def vars(self) -> list[UOp]:
-    return sorted((u for u in self.uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])
+    return list(self._vars)
 
 
 # ---- well-formedness of a linear program (EXEC.PROGRAM.*): the renderers and the emulator run this one check
@@ -185,15 +201,15 @@ class Backend:
 
   def check_buffers(self, program: LinearProgram, bufs: list[Buffer]) -> None:
     """EXEC.PROGRAM.params: one distinct buffer per slot, of the slot's dtype and (when known) size."""
-    params = program.globals
-    if len(bufs) != len(params):
-      raise SpecError("EXEC.PROGRAM.params", f"{program.name} takes {len(params)} buffers, got {len(bufs)}")
+    slots = program._slots
+    if len(bufs) != len(slots):
+      raise SpecError("EXEC.PROGRAM.params", f"{program.name} takes {len(slots)} buffers, got {len(bufs)}")
     if len({id(b) for b in bufs}) != len(bufs):
       raise SpecError("EXEC.PROGRAM.params", f"{program.name}: one buffer passed to two slots")
-    for p, b in zip(params, bufs):
-      ptr: PtrDType = p.dtype
-      if b.dtype != ptr.base or (ptr.size != -1 and b.size != ptr.size):
-        raise SpecError("EXEC.PROGRAM.params", f"{program.name} slot {p.arg} wants {ptr!r}, got {b.size} x {b.dtype!r}")
+    for (slot, base, size), b in zip(slots, bufs):
+      if (b.dtype is not base and b.dtype != base) or (size != -1 and b.size != size):
+        ptr: PtrDType = program._globals[slot].dtype
+        raise SpecError("EXEC.PROGRAM.params", f"{program.name} slot {slot} wants {ptr!r}, got {b.size} x {b.dtype!r}")
 
 
 _FACTORIES: dict[str, Callable[[], Backend]] = {}

@@ -28,9 +28,29 @@ def _strides(shape: tuple[int, ...]) -> list[int]:
   return out[::-1]
 
 
-def unflatten(flat: UOp, shape: tuple[int, ...]) -> tuple[UOp, ...]:
-  """Per-axis indices of flat position `flat` in a row-major array of `shape`."""
-  return tuple((flat // st) % n if n != 1 else flat.const_like(0) for st, n in zip(_strides(shape), shape))
+def unflatten(flat: UOp, shape: tuple[int, ...], wrap: bool = True) -> tuple[UOp, ...]:
+  """Per-axis indices of flat position `flat` in a row-major array of `shape`. With `wrap=False` the first axis is
+  `flat // stride` without `% size`: the same for every `flat` inside the array (the caller's guarantee)."""
+  out = [(flat // st) % n if n != 1 else flat.const_like(0) for st, n in zip(_strides(shape), shape)]
+  if not wrap and shape and shape[0] != 1: out[0] = flat // _strides(shape)[0]
+  return tuple(out)
+
+
+def reshape_groups(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple[range, range]] | None:
+  """The shortest runs of axes, (src axes, dst axes), whose sizes multiply to the same number, in order: a reshape
+  re-splits each run on its own, so (N, k, n) -> (N, k*n) is the runs (N -> N) and (k, n -> k*n). None when a size
+  is 0 (nothing to index). Size-1 axes join the run before them (the first run when they lead)."""
+  if 0 in src or 0 in dst: return None
+  groups, i, j = [], 0, 0
+  while i < len(src) or j < len(dst):
+    i0, j0, a, b = i, j, 1, 1
+    while True:
+      if a <= b and i < len(src): a, i = a * src[i], i + 1
+      elif j < len(dst): b, j = b * dst[j], j + 1
+      else: a, i = a * src[i], i + 1
+      if a == b and not (i < len(src) and src[i] == 1) and not (j < len(dst) and dst[j] == 1): break
+    groups.append((range(i0, i), range(j0, j)))
+  return groups
 
 
 def flatten(idx: tuple[UOp, ...], shape: tuple[int, ...]) -> UOp:
@@ -71,7 +91,17 @@ class Lowerer:
       if tuple(n for n in s if n != 1) == tuple(n for n in node.shape if n != 1):   # only size-1 axes differ:
         kept = iter(i for i, n in zip(idx, node.shape) if n != 1)                   # index the same axes directly
         return self.value(src[0], tuple(next(kept) if n != 1 else UOp.const(INDEX_DTYPE, 0) for n in s), gate)
-      return self.value(src[0], unflatten(flatten(idx, node.shape), s), gate)
+      groups = reshape_groups(s, node.shape)
+      if groups is None: return self.value(src[0], unflatten(flatten(idx, node.shape), s), gate)
+      # EXEC.LOWER.reshape: each run of axes is re-split on its own; the flat position is the same, and no division
+      # mixes axes that the reshape leaves apart
+      new_idx: list[UOp] = []
+      for sa, da in groups:
+        shp = tuple(node.shape[d] for d in da)
+        # EXEC.LOWER.reshape: an index is inside its axis wherever an access is not gated off (a pad's outside is),
+        # so the run's first axis needs no `% size`
+        new_idx += unflatten(flatten(tuple(idx[d] for d in da), shp), tuple(s[a] for a in sa), wrap=False)
+      return self.value(src[0], tuple(new_idx), gate)
     if op is Ops.EXPAND:
       return self.value(src[0], tuple(i.const_like(0) if a == 1 else i for i, a in zip(idx, s)), gate)
     if op is Ops.PERMUTE:
@@ -90,6 +120,8 @@ class Lowerer:
       inner_idx = tuple(i - b if b else i for i, (b, _) in zip(idx, arg))
       if valid is None: return self.value(src[0], inner_idx, gate)
       inner = self.value(src[0], inner_idx, valid if gate is None else gate & valid)
+      # EXEC.MEMORY.gate: a load gated by this pad's mask already gives 0 outside, so one mask does for both
+      if inner.op is Ops.LOAD: return inner
       return valid.where(inner, inner.const_like(0))
     if op is Ops.REDUCE_AXIS:
       rop, axes = arg

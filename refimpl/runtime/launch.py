@@ -3,7 +3,8 @@ the same ones the PYTHON device makes, so that a bad launch is the same error on
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 
 from refimpl.device import Backend, Buffer, LinearProgram
 from refimpl.helpers import SpecError
@@ -33,6 +34,31 @@ def eval_size(u: UOp, vals: dict[str, int]):
   raise SpecError("EXEC.GRID.special", f"a SPECIAL size may use CONST, DEFINE_VAR and ALU ops only, not {u.op.name}")
 
 
+@dataclass(frozen=True)
+class LaunchFacts:
+  """What the launch checks need from a program alone, found once per program (issue 19, DEV.LAUNCH.limits):
+  its vars by name, the bytes of local memory it declares, its SPECIALs as (name, size UOp), and, per device
+  limits, the sizes of a launch without vars or explicit sizes once such a launch has passed every check (the
+  checks then depend on the program alone)."""
+  want: dict
+  local_bytes: int
+  specials: tuple[tuple[str, UOp], ...]
+  checked: dict = field(default_factory=dict)   # Limits -> (global, local) sizes of a launch with the program's own
+
+
+_FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def launch_facts(p: LinearProgram) -> LaunchFacts:
+  facts = _FACTS.get(p)
+  if facts is None:
+    facts = _FACTS[p] = LaunchFacts({u.arg[0]: u.arg for u in p.vars},
+                                    sum(u.dtype.size * u.dtype.base.itemsize for u in p.uops
+                                        if u.op is Ops.DEFINE_LOCAL),
+                                    tuple((u.arg, u.src[0]) for u in p.uops if u.op is Ops.SPECIAL))
+  return facts
+
+
 def _pad(name: str, sz) -> tuple[int, int, int]:
   sz = tuple(int(x) for x in sz)
   if len(sz) > 3 or any(x < 0 for x in sz): raise SpecError("EXEC.GRID", f"{name}: bad launch size {sz}")
@@ -45,9 +71,12 @@ def check_launch(backend: Backend, p: LinearProgram, bufs: list[Buffer], vals: d
   program's own (EXEC.GRID)."""
   backend.check_buffers(p, bufs)   # EXEC.PROGRAM.params: one distinct buffer of the right dtype and size per slot
   for b in bufs:
-    if b.device.partition(":")[0] != backend.name:
+    if b.device != backend.name and b.device.partition(":")[0] != backend.name:
       raise SpecError("EXEC.PROGRAM.params", f"{p.name}: a buffer on {b.device}, not on {backend.name}")
-  want = {u.arg[0]: u.arg for u in p.vars}
+  facts = launch_facts(p)
+  if not vals and global_size is None and local_size is None and limits in facts.checked:
+    return facts.checked[limits]   # the program's own sizes, vars-free: checked at an earlier launch
+  want = facts.want
   if set(vals) != set(want):
     raise SpecError("EXEC.PROGRAM.params", f"{p.name} takes vars {sorted(want)}, got {sorted(vals)}")
   for name, (_, lo, hi) in want.items():
@@ -62,19 +91,19 @@ def check_launch(backend: Backend, p: LinearProgram, bufs: list[Buffer], vals: d
       raise SpecError("DEV.LAUNCH.limits", f"{p.name}: global size {d} is {gsz[d]}, max {limits.max_global}")
   if math.prod(lsz) > limits.max_threads:
     raise SpecError("DEV.LAUNCH.limits", f"{p.name}: {math.prod(lsz)} threads per work-group, max {limits.max_threads}")
-  nbytes = sum(u.dtype.size * u.dtype.base.itemsize for u in p.uops if u.op is Ops.DEFINE_LOCAL)
+  nbytes = facts.local_bytes
   if nbytes > limits.local_bytes:
     raise SpecError("DEV.LAUNCH.limits", f"{p.name}: {nbytes} bytes of local memory, max {limits.local_bytes}")
   used = set()
-  for u in p.uops:   # EXEC.GRID.match
-    if u.op is not Ops.SPECIAL: continue
-    used.add(u.arg)
-    want_size = (gsz if u.arg[0] == "g" else lsz)[int(u.arg[-1])]
-    got = eval_size(u.src[0], vals)
+  for arg, size in facts.specials:   # EXEC.GRID.match
+    used.add(arg)
+    want_size = (gsz if arg[0] == "g" else lsz)[int(arg[-1])]
+    got = size.arg if size.op is Ops.CONST else eval_size(size, vals)
     if got != want_size:
-      raise SpecError("EXEC.GRID.match", f"{p.name}: SPECIAL {u.arg} has size {got}, launch gives {want_size}")
+      raise SpecError("EXEC.GRID.match", f"{p.name}: SPECIAL {arg} has size {got}, launch gives {want_size}")
   for kind, sz in (("gidx", gsz), ("lidx", lsz)):
     for d in range(3):
       if f"{kind}{d}" not in used and sz[d] not in (0, 1):
         raise SpecError("EXEC.GRID.match", f"{p.name}: no SPECIAL {kind}{d}, but the launch gives size {sz[d]}")
+  if not vals and global_size is None and local_size is None: facts.checked[limits] = (gsz, lsz)
   return gsz, lsz

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _ctypes
 import ctypes
+import functools
 import hashlib
 import math
 import os
@@ -47,7 +48,8 @@ TILE_FLAGS = ("-O3", "-fno-tree-loop-vectorize") + (("-march=native",) if platfo
                                                     ("x86_64", "amd64") else ())
 LIMITS = Limits()            # DEV.CPU.limits: those of the PYTHON device, so a program that runs there runs here
 BATCH_MAX = 16               # DEV.CPU.batch: programs per compiler run
-PARALLEL_MIN = 4096          # DEV.C.threads: fewer work-groups than this run on the calling thread
+PARALLEL_MIN = 4096          # DEV.C.threads: fewer work-groups than this run on the calling thread, unless
+PARALLEL_TRIPS = 2 ** 20     # their loops run at least this many iterations in all (a handoff costs tens of us)
 ALIGN = 64
 _NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16,
        dtypes.uint16: np.uint16, dtypes.int32: np.int32, dtypes.uint32: np.uint32, dtypes.int64: np.int64,
@@ -82,6 +84,19 @@ class CPUProgram:
 
   @property
   def name(self) -> str: return self.program.name
+
+  @functools.cached_property
+  def loop_trips(self) -> int:
+    """Loop iterations one work-group runs (each RANGE's size times those of the RANGEs around it, summed; a size that
+    is not a constant counts as its upper bound): the work that DEV.C.threads weighs against a thread's start."""
+    trips, total = [1], 0
+    for u in self.program.uops:
+      if u.op is Ops.RANGE:
+        size = u.src[0]
+        trips.append(trips[-1] * max(1, size.arg if size.op is Ops.CONST else int(size.vmax)))
+        total += trips[-1]
+      elif u.op is Ops.END and len(trips) > 1: trips.pop()
+    return total
 
 
 class CPUBackend(Backend):
@@ -118,7 +133,9 @@ class CPUBackend(Backend):
     try: raw = np.empty(nbytes + ALIGN, np.uint8)
     except MemoryError: raise SpecError("DEV.ALLOC", f"CPU: out of memory for {nbytes} bytes") from None
     start = -raw.ctypes.data % ALIGN
-    return Buffer(self.name, size, dtype, raw[start:start + nbytes])
+    mem = raw[start:start + nbytes].view(_Memory)
+    mem.address = raw.ctypes.data + start
+    return Buffer(self.name, size, dtype, mem)
 
   def copyin(self, buf: Buffer, data: bytes | memoryview) -> None:
     """DEV.COPY: exactly nbytes, copied once into the buffer; bool bytes must be 0 or 1."""
@@ -303,19 +320,32 @@ class CPUBackend(Backend):
     for b in bufs:
       if not isinstance(b.handle, np.ndarray): raise SpecError("EXEC.PROGRAM.params", f"{p.name}: buffer not on CPU")
     info = info_words(bufs) if compiled.checked else None   # EXEC.BOUNDS.checked: sizes in, the first fault out
-    head = [b.handle.ctypes.data for b in bufs] + ([info.ctypes.data] if info is not None else []) + \
+    head = [_address(b.handle) for b in bufs] + ([info.ctypes.data] if info is not None else []) + \
       [vals[v.arg[0]] for v in p.vars]
     sizes = {"gsize0": gsz[0], "gsize1": gsz[1], "lsize0": lsz[0], "lsize1": lsz[1], "lsize2": lsz[2]}
     tail = [sizes[n] for n in compiled.grid_params]
     total = math.prod(gsz)
     n = min(self.threads, total)
-    if n <= 1 or total < PARALLEL_MIN: compiled.fn(*head, 0, total, *tail)
+    if n <= 1 or (total < PARALLEL_MIN and total * compiled.loop_trips < PARALLEL_TRIPS):
+      compiled.fn(*head, 0, total, *tail)
     else:
       cuts = [total * i // n for i in range(n + 1)]
       # work-groups are independent (EXEC.BARRIER.scope), so any split gives the same buffers (EXEC.ASIF)
       futures = [_pool(n).submit(compiled.fn, *head, lo, hi, *tail) for lo, hi in zip(cuts, cuts[1:])]
       for f in futures: f.result()
     if info is not None: raise_fault(p, info)
+
+
+class _Memory(np.ndarray):
+  """A CPU buffer's bytes, with their address found once at allocation: `ndarray.ctypes.data` builds a ctypes object
+  on every call, a cost each launch paid per buffer (issue 19, item 4)."""
+  address: int
+
+
+def _address(handle: np.ndarray) -> int:
+  """The address of a buffer's first byte: the one alloc noted, else (a handle made elsewhere) numpy's."""
+  address = getattr(handle, "address", None)   # a view of a _Memory is a _Memory without it
+  return handle.ctypes.data if address is None else address
 
 
 def flags_for(program: LinearProgram) -> tuple[str, ...]:

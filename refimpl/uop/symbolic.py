@@ -45,6 +45,7 @@ SYM_RULES: list[SymRule] = [
   SymRule("RW.SYM.or-self", x | x, x, dtypes=INTS + BOOL),
   SymRule("RW.SYM.xor-self", x ^ x, 0, dtypes=INTS + BOOL),
   SymRule("RW.SYM.and-zero", x & 0, 0, dtypes=INTS + BOOL),
+  SymRule("RW.SYM.and-true", x & Lit(True), x, dtypes=BOOL, note="a gate joined with an always-true one"),
   SymRule("RW.SYM.and-ones", x & -1, x, dtypes=INTS + BOOL, note="-1 is all ones in every width (True for bool)"),
   SymRule("RW.SYM.or-zero", x | 0, x, dtypes=INTS + BOOL),
   SymRule("RW.SYM.or-ones", x | -1, -1, dtypes=INTS + BOOL),
@@ -101,6 +102,22 @@ SYM_RULES: list[SymRule] = [
   SymRule("RW.IDX.mod-add-const-multiple", (x + c1) % c2, x % c2,
           where=(val(c2) > 0) & (val(c1) >= 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) &
                 (hi(x) + val(c1) <= DMAX)),
+  # a term whose factor is larger than the divisor keeps only its factor's remainder (the rest is a whole number of
+  # divisors): sliding windows read x[(j * (n + d) + i) % n], which becomes (j * d + i) % n, then j * d + i by
+  # RW.IDX.mod-small when that stays below n
+  SymRule("RW.IDX.div-add-mul-reduce", (x + y * c1) // c2, (x + y * (c1 % c2)) // c2 + y * (c1 // c2),
+          where=(val(c2) > 0) & (val(c1) > val(c2)) & (lo(x) >= 0) & (lo(y) >= 0) &
+                (hi(x) + hi(y) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.mod-add-mul-reduce", (x + y * c1) % c2, (x + y * (c1 % c2)) % c2,
+          where=(val(c2) > 0) & (val(c1) > val(c2)) & (lo(x) >= 0) & (lo(y) >= 0) &
+                (hi(x) + hi(y) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.div-add-mul-const-reduce", ((x + y * c1) + c3) // c2,
+          ((x + y * (c1 % c2)) + c3) // c2 + y * (c1 // c2),
+          where=(val(c2) > 0) & (val(c1) > val(c2)) & (lo(x) >= 0) & (lo(y) >= 0) & (val(c3) >= 0) &
+                (hi(x) + val(c3) + hi(y) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.mod-add-mul-const-reduce", ((x + y * c1) + c3) % c2, ((x + y * (c1 % c2)) + c3) % c2,
+          where=(val(c2) > 0) & (val(c1) > val(c2)) & (lo(x) >= 0) & (lo(y) >= 0) & (val(c3) >= 0) &
+                (hi(x) + val(c3) + hi(y) * val(c1) <= DMAX)),
   SymRule("RW.IDX.div-div", (x // c1) // c2, x // (c1 * c2),
           where=(val(c1) > 0) & (val(c2) > 0) & (val(c1) * val(c2) <= DMAX)),
   SymRule("RW.IDX.mod-mod", (x % c) % c, x % c, note="holds for every c, 0 included (x % 0 = x)"),

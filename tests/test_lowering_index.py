@@ -1,0 +1,214 @@
+"""Index arithmetic of lowered kernels (spec/kernels.md EXEC.LOWER, spec/rewrites.md RW.IDX.*-reduce) and launch
+checks made once per program (issue 19): reshapes re-split runs of axes, pads over loads leave one gated load, a
+padded convolution's loops do no division, and the values are those of plain numpy."""
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from refimpl import Tensor, dtypes
+from refimpl.codegen.lowerer import lower, reshape_groups
+from refimpl.device import LinearProgram
+from refimpl.uop import Ops
+from refimpl.uop.ops import UOp
+
+
+# ---- EXEC.LOWER.reshape: runs of axes with equal products
+
+def _factorisations(n: int) -> st.SearchStrategy:
+  """Shapes (with size-1 axes sprinkled in) whose product is n."""
+  def split(n):
+    out = []
+    for d in range(2, n + 1):
+      if n % d == 0: out.append(d)
+    return out
+  @st.composite
+  def shape(draw):
+    rest, dims = n, []
+    while rest > 1:
+      d = draw(st.sampled_from(split(rest)))
+      dims.append(d)
+      rest //= d
+    for _ in range(draw(st.integers(0, 2))): dims.insert(draw(st.integers(0, len(dims))), 1)
+    return tuple(dims)
+  return shape()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([1, 6, 12, 24, 36, 60, 64]).flatmap(lambda n: st.tuples(_factorisations(n), _factorisations(n))))
+def test_reshape_groups_cover_both_shapes_with_equal_products(shapes):
+  """EXEC.LOWER.reshape: the runs partition both shapes' axes, in order, and each run's sizes multiply to the same
+  number on both sides."""
+  src, dst = shapes
+  groups = reshape_groups(src, dst)
+  assert [a for g, _ in groups for a in g] == list(range(len(src)))
+  assert [a for _, g in groups for a in g] == list(range(len(dst)))
+  for sa, da in groups:
+    assert math.prod(src[a] for a in sa) == math.prod(dst[a] for a in da)
+
+
+def test_reshape_groups_are_the_shortest_runs():
+  """EXEC.LOWER.reshape: (N, k, n) -> (N, k*n) keeps N apart; a transposing reshape is one run; zero sizes give
+  None (the caller flattens everything)."""
+  assert reshape_groups((5, 3, 4), (5, 12)) == [(range(0, 1), range(0, 1)), (range(1, 3), range(1, 2))]
+  assert reshape_groups((4, 6), (6, 4)) == [(range(0, 2), range(0, 2))]
+  assert reshape_groups((2, 0), (0, 3)) is None
+
+
+@pytest.mark.parametrize("src,dst", [((2, 3, 4), (6, 4)), ((2, 3, 4), (2, 12)), ((4, 6), (3, 8)), ((1, 5, 1), (5,)),
+                                     ((2, 3, 4), (4, 3, 2)), ((6, 1, 2), (3, 4, 1))])
+def test_reshape_after_permute_and_pad_gives_numpy_values(src, dst):
+  """EXEC.LOWER.reshape and EXEC.LOWER.pad: reshapes of permuted and padded views read the elements numpy reads."""
+  a = np.arange(math.prod(src), dtype=np.int32).reshape(src)
+  perm = tuple(reversed(range(len(src))))
+  t = Tensor(a, device="PYTHON")
+  want = a.transpose(perm).reshape(dst)
+  assert np.array_equal(t.permute(perm).reshape(dst).numpy(), want)
+  pads = tuple((1, 2) for _ in src)
+  padded = np.pad(a, pads)
+  new = (padded.size // dst[-1], dst[-1]) if padded.size % dst[-1] == 0 else (padded.size,)
+  assert np.array_equal(t.pad(pads).reshape(new).numpy(), padded.reshape(new))
+
+
+# ---- a padded convolution: affine indices, one mask per load, no division in the loops
+
+def _loop_ops(sink: UOp) -> list[UOp]:
+  """The integer ALU nodes that depend on a reduce RANGE (the work done per multiply-add)."""
+  inside: dict[UOp, bool] = {}
+  for u in sink.toposort():
+    inside[u] = u.op is Ops.RANGE or any(inside[s] for s in u.src)
+  return [u for u, v in inside.items() if v and u.op not in (Ops.RANGE, Ops.CONST) and u.dtype.count == 1 and
+          u.dtype.scalar().name.startswith("int")]
+
+
+def _conv_sink(padding: int) -> UOp:
+  x = Tensor.empty(2, 3, 10, 10, device="PYTHON")
+  w = Tensor.empty(4, 3, 3, 3, device="PYTHON")
+  (k,) = x.conv2d(w, padding=padding).schedule()
+  return lower(k.arg.ast)[0]
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_conv2d_loops_do_no_division(padding):
+  """EXEC.LOWER.reshape, RW.IDX.mod-add-mul-reduce: the sliding windows' index (j * (n + 1) + i) % n becomes
+  i + j, so no `//` or `%` depends on a reduce loop."""
+  ops = [u.op for u in _loop_ops(_conv_sink(padding))]
+  assert ops and Ops.CDIV not in ops and Ops.CMOD not in ops
+
+
+def test_conv2d_padded_load_has_one_mask():
+  """EXEC.LOWER.pad: the input's load is gated once by the joined pad mask, and no WHERE wraps it."""
+  sink = _conv_sink(1)
+  loads = [u for u in sink.toposort() if u.op is Ops.LOAD and len(u.src[0].src) == 3]
+  assert len(loads) == 1
+  users = [u for u in sink.toposort() if loads[0] in u.src]
+  assert all(u.op is not Ops.WHERE for u in users)
+
+
+@pytest.mark.parametrize("stride,dilation,padding", [(1, 1, 1), (2, 1, 1), (1, 2, 2), (2, 2, 0), (3, 1, 2)])
+def test_conv2d_values_match_numpy(stride, dilation, padding):
+  """The simplified indices read the right elements: conv2d on PYTHON (exact int32 arithmetic) against numpy."""
+  rng = np.random.default_rng(stride * 10 + dilation)
+  x = rng.integers(-5, 5, (2, 3, 9, 11)).astype(np.int32)
+  w = rng.integers(-3, 3, (4, 3, 3, 2)).astype(np.int32)
+  got = Tensor(x, device="PYTHON").conv2d(Tensor(w, device="PYTHON"), stride=stride, dilation=dilation,
+                                          padding=padding).numpy()
+  xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+  oh = (xp.shape[2] - dilation * 2 - 1) // stride + 1
+  ow = (xp.shape[3] - dilation * 1 - 1) // stride + 1
+  want = np.zeros((2, 4, oh, ow), np.int64)
+  for ky, kx in itertools.product(range(3), range(2)):
+    win = xp[:, :, ky * dilation:ky * dilation + stride * (oh - 1) + 1:stride,
+             kx * dilation:kx * dilation + stride * (ow - 1) + 1:stride]
+    want += np.einsum("nchw,oc->nohw", win, w[:, :, ky, kx])
+  assert np.array_equal(got, want.astype(np.int32))
+
+
+# ---- launch checks that depend on the program alone are made once per program
+
+def test_program_facts_are_found_once():
+  """DEV.LAUNCH.limits, EXEC.GRID.match: a program's vars, local bytes and SPECIALs are computed at its first launch
+  and reused; the per-launch checks still refuse a bad launch."""
+  from refimpl.runtime.launch import launch_facts
+  from refimpl.device import Device
+  from refimpl.engine import realize as engine
+  from refimpl.helpers import SpecError
+  if shutil.which(os.environ.get("CC", "cc")) is None:
+    pytest.skip("DEV.COMPILE: no C compiler ($CC or cc) on this machine, so the CPU device cannot compile")
+  a = Tensor(np.ones((8, 8), np.float32), device="CPU").realize()
+  engine.capture = []
+  try: (a * 2).sum(1).realize()
+  finally: launches, engine.capture = engine.capture, None
+  p: LinearProgram = launches[0].compiled.program
+  assert launch_facts(p) is launch_facts(p)
+  assert p.globals == sorted((u for u in p.uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
+  dev = Device["CPU"]
+  with pytest.raises(SpecError) as e: dev.launch(launches[0].compiled, list(launches[0].bufs), global_size=(3, 1, 1))
+  assert e.value.clause == "EXEC.GRID.match"
+  dev.launch(launches[0].compiled, list(launches[0].bufs))   # the sizes' checks are remembered from here on ...
+  assert launch_facts(p).checked
+  with pytest.raises(SpecError) as e: dev.launch(launches[0].compiled, list(launches[0].bufs)[::-1])
+  assert e.value.clause == "EXEC.PROGRAM.params"   # ... but the buffers are checked at every launch
+  with pytest.raises(SpecError) as e: dev.launch(launches[0].compiled, list(launches[0].bufs), {"n": 3})
+  assert e.value.clause == "EXEC.PROGRAM.params"
+
+
+# ---- the default tile of a convolution shares both of its loads
+
+def test_conv2d_tile_shares_input_and_weights():
+  """EXEC.OPT.default: the tile of a padded convolution is 16 output channels x 4 output columns (the gated input is
+  shared along the first, the weights along the second); its weight gradient, unrolled, and a matmul stay 4 x 8."""
+  from refimpl.codegen.opt import Opt, OptOps, heuristic
+  x, w = Tensor.empty(16, 32, 32, 32, device="CPU"), Tensor.empty(64, 32, 3, 3, device="CPU")
+  (k,) = x.conv2d(w, padding=1).schedule()
+  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 3, 4))   # gated input
+  g = Tensor.empty(16, 64, 32, 32, device="CPU")
+  gx, gw = (x.conv2d(w, padding=1) * g).sum().gradient(x, w)
+  (k,) = [k for k in gx.schedule(gw) if k.arg.ast.src[0].src[1].shape == (64, 32, 3, 3)]
+  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 2, 4))
+  (k,) = (Tensor.empty(64, 96, device="CPU") @ Tensor.empty(96, 128, device="CPU")).schedule()
+  assert heuristic(k.arg.ast, "CPU")[:2] == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8))
+
+
+@pytest.mark.parametrize("noopt", ["1", ""])
+def test_conv2d_gradients_give_noopt_bits(noopt, monkeypatch):
+  """EXEC.OPT.exact: a convolution's forward and both gradients (the kernels whose tiles changed) give the bits of
+  the unoptimised kernels, on the CPU."""
+  if shutil.which(os.environ.get("CC", "cc")) is None:
+    pytest.skip("DEV.COMPILE: no C compiler ($CC or cc) on this machine, so the CPU device cannot compile")
+  rng = np.random.default_rng(3)
+  arrays = [rng.standard_normal(s, dtype=np.float32) for s in ((4, 8, 12, 12), (16, 8, 3, 3), (4, 16, 12, 12))]
+
+  def run(env):
+    monkeypatch.setenv("NOOPT", env)
+    x, w, g = (Tensor(a, device="CPU") for a in arrays)
+    out = x.conv2d(w, padding=1)
+    gx, gw = (out * g).sum().gradient(x, w)
+    return [t.numpy().tobytes() for t in (out, gx, gw)]
+  assert run(noopt) == run("1")
+
+
+# ---- DEV.C.threads: few work-groups with long loops use the pool too
+
+def test_loop_trips_counts_nested_iterations(monkeypatch):
+  """DEV.C.threads: a work-group's loop iterations are each RANGE's size times those around it, summed; a buffer's
+  address is noted at allocation (a view of it falls back to numpy's)."""
+  if shutil.which(os.environ.get("CC", "cc")) is None:
+    pytest.skip("DEV.COMPILE: no C compiler ($CC or cc) on this machine, so the CPU device cannot compile")
+  from refimpl.device import Device
+  from refimpl.engine import realize as engine
+  from refimpl.runtime.ops_cpu import _address
+  monkeypatch.setenv("NOOPT", "1")
+  a = Tensor(np.ones((3, 5, 7), np.float32), device="CPU").realize()
+  engine.capture = []
+  try: a.sum((1, 2)).realize()
+  finally: launches, engine.capture = engine.capture, None
+  assert launches[0].compiled.loop_trips == 5 + 5 * 7
+  mem = Device["CPU"].alloc(4, dtypes.float32).handle
+  assert _address(mem) == mem.ctypes.data and _address(mem[1:]) == mem.ctypes.data + 1
