@@ -4,7 +4,7 @@
     pytest conformance                                    # refimpl on $DEV (default PYTHON), profile ci
     pytest conformance --backend CPU -n 2                 # another backend, in parallel
     pytest conformance --impl mypkg.adapter:MyAdapter     # another implementation
-    pytest conformance --hypothesis-profile thorough      # more examples
+    pytest conformance --hypothesis-profile thorough      # more examples (or HYPOTHESIS_PROFILE=thorough)
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import os
 import zlib
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, is_hypothesis_test, settings
+from hypothesis.errors import InvalidArgument
 
 from conformance.adapters.base import Adapter, load_adapter
 from conformance.report import ReportPlugin
@@ -50,12 +51,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
   config.addinivalue_line("markers", "clauses(*ids): the spec clauses a test checks (for the clause coverage report)")
   config.addinivalue_line("markers", "conformance(op, dtype, prop): the catalogue entry, dtype and property of a test")
-  if not config.getoption("hypothesis_profile", None): settings.load_profile("ci")
+  _load_profile(config)
   if config.getoption("--shard") is not None: _shard(config.getoption("--shard"))
   _check_adapter(config)
   report_dir = config.getoption("--report-dir")
   config.pluginmanager.register(ReportPlugin(config, report_dir), "conformance-report")
   if report_dir and not hasattr(config, "workerinput"): _junit(config, os.path.join(report_dir, "junit.xml"))
+
+
+def _load_profile(config: pytest.Config) -> None:
+  """The hypothesis profile: --hypothesis-profile (loaded by hypothesis's own plugin) wins, then $HYPOTHESIS_PROFILE,
+  then ci. It must be loaded before the test modules are collected: `@given` takes the profile in force when it
+  decorates a test."""
+  if config.getoption("hypothesis_profile", None): return
+  name = os.environ.get("HYPOTHESIS_PROFILE") or "ci"
+  try: settings.load_profile(name)
+  except InvalidArgument:
+    raise pytest.UsageError(f"HYPOTHESIS_PROFILE={name}: no such hypothesis profile (the suite registers ci, "
+                            "ci-short, triage, dev and thorough)") from None
 
 
 def _check_adapter(config: pytest.Config) -> None:
@@ -126,13 +139,14 @@ _EXPECTED = pytest.StashKey[bool]()
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
   """An expected failure runs without hypothesis's shrinking phase: its failing example is known, and shrinking it
-  (minutes per test where a NaN shrinks slowly) would only cost time. The profile in force is restored after."""
-  if not item.stash.get(_EXPECTED, False):
+  (minutes per test where a NaN shrinks slowly) would only cost time. `@given` fixed the test's settings when it
+  decorated the test, so they are swapped on the test function itself (the attribute hypothesis's pytest plugin
+  reads and derives a parametrized test's settings from) and put back after."""
+  test = getattr(item, "obj", None)
+  if not item.stash.get(_EXPECTED, False) or not is_hypothesis_test(test):
     yield
     return
-  previous = settings._current_profile
-  settings.register_profile("conformance-expected-failure", parent=settings.get_profile(previous),
-                            phases=(Phase.explicit, Phase.generate))
-  settings.load_profile("conformance-expected-failure")
+  previous = test._hypothesis_internal_use_settings
+  test._hypothesis_internal_use_settings = settings(previous, phases=(Phase.explicit, Phase.generate))
   try: yield
-  finally: settings.load_profile(previous)
+  finally: test._hypothesis_internal_use_settings = previous
