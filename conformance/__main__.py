@@ -6,7 +6,7 @@ import argparse
 import sys
 
 USAGE = ("usage: python -m conformance grade path/to/ops.py [--backend PYTHON] [--profile ci] [--out DIR]\n"
-         "       python -m conformance merge DIR1 DIR2 ... -o OUT")
+         "       python -m conformance merge DIR1 DIR2 ... -o OUT [--partial]")
 
 
 def merge_main(argv: list[str]) -> int:
@@ -16,9 +16,11 @@ def merge_main(argv: list[str]) -> int:
                                    description="Merge the --report-dir reports of several conformance runs.")
   parser.add_argument("dirs", nargs="+", help="report directories, each with a conformance.json")
   parser.add_argument("-o", "--out", required=True, help="directory for the merged conformance.json and coverage.md")
+  parser.add_argument("--partial", action="store_true",
+                      help="join the shards there are of a sharded run, not all N (CONF.SHARD.join)")
   args = parser.parse_args(argv)
   from conformance.report import write_merged
-  try: merged = write_merged(args.dirs, args.out)
+  try: merged = write_merged(args.dirs, args.out, args.partial)
   except (OSError, ValueError) as e:   # a missing directory or a file that is not a run's report
     print(f"merge: {e}", file=sys.stderr)
     return 2

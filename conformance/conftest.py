@@ -60,9 +60,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _load_profile(config: pytest.Config) -> None:
-  """The hypothesis profile: --hypothesis-profile (loaded by hypothesis's own plugin) wins, then $HYPOTHESIS_PROFILE,
-  then ci. It must be loaded before the test modules are collected: `@given` takes the profile in force when it
-  decorates a test."""
+  """CONF.HYPOTHESIS.profile: --hypothesis-profile (loaded by hypothesis's own plugin) wins, then
+  $HYPOTHESIS_PROFILE, then ci. It must be loaded before the test modules are collected: `@given` takes the profile
+  in force when it decorates a test (CONF.HYPOTHESIS.per-test)."""
   if config.getoption("hypothesis_profile", None): return
   name = os.environ.get("HYPOTHESIS_PROFILE") or "ci"
   try: settings.load_profile(name)

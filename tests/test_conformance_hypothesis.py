@@ -1,7 +1,8 @@
-"""Hypothesis done the standard way in the conformance suite (issue 18): `@given` sits on each collected test, so
-every test id has its own example database key, a failing example saved for one op survives a passing run of
-another, `@reproduce_failure` applies to a test, `--hypothesis-show-statistics` reports each test, the profile comes
-from --hypothesis-profile, then $HYPOTHESIS_PROFILE, then ci, and an expected failure skips the shrinking phase.
+"""Hypothesis done the standard way in the conformance suite (issue 18; CONF.HYPOTHESIS.per-test and
+CONF.HYPOTHESIS.profile): `@given` sits on each collected test, so every test id has its own example database key,
+a failing example saved for one op survives a passing run of another, `@reproduce_failure` applies to a test,
+`--hypothesis-show-statistics` reports each test, the profile comes from --hypothesis-profile, then
+$HYPOTHESIS_PROFILE, then ci, and an expected failure skips the shrinking phase.
 
 Each run is a fresh pytest process on the conformance suite, as users run it, with a small plugin (PLUGIN below)
 that adds a profile with a directory database in tmp, a database that logs the keys it is asked for, and on request
