@@ -174,6 +174,15 @@ def test_hardtanh_family_gradient_at_nan():
       np.testing.assert_allclose(g, np.full(n, w, np.float32), rtol=1e-6, err_msg=name)
 
 
+def test_elu_gradient_at_nan():
+  """GRAD.CHECK.points: elu passes g at NaN (x for x > 0 and NaN), wherever the NaN sits; torch's float64 gradient is
+  g for one NaN and NaN for sixteen, so the conformance entry compares gradients away from NaN and this pins
+  refimpl's."""
+  for n in (1, 16):
+    x = Tensor([math.nan] * n, requires_grad=True)
+    np.testing.assert_array_equal(x.elu(0.5).sum().gradient(x)[0].numpy(), np.ones(n, np.float32))
+
+
 SPECIAL = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.5, -2.5, 0.5, -0.5, 1.5, -1.5, 3.5, 1e10],
                    np.float32)
 
