@@ -24,7 +24,10 @@ def parser() -> argparse.ArgumentParser:
                          description="Merge the --report-dir reports of several conformance runs into OUT/conformance"
                                      ".json and OUT/coverage.md, the clause-coverage table over all of them.")
   merge.add_argument("dirs", nargs="+", help="report directories, each with a conformance.json")
-  merge.add_argument("-o", "--out", required=True, help="directory for the merged conformance.json and coverage.md")
+  merge.add_argument("-o", "--out", required=True,
+                     help="directory for the merged conformance.json, coverage.md and scoreboard.md/.html")
+  merge.add_argument("--partial", action="store_true",
+                     help="join the shards there are of a sharded run, not all N (CONF.SHARD.join)")
   board = sub.add_parser("scoreboard", help="op x dtype x property x run table of several runs' reports",
                          description="One markdown table over the --report-dir reports of several runs: a row per "
                                      "op, dtype and property, a column per run (backend or implementation).")
@@ -40,14 +43,14 @@ def run(args: list[str]) -> int:
   return int(pytest.main(["--pyargs", "conformance", *args]))
 
 
-def merge(dirs: list[str], out: str) -> int:
+def merge(dirs: list[str], out: str, partial: bool = False) -> int:
   """CONF.REPORT.merge: read DIR/conformance.json of each run (one per backend or implementation) and write
   OUT/conformance.json, OUT/coverage.md (the clause-coverage table over all of them) and the scoreboard
   OUT/scoreboard.md and OUT/scoreboard.html (CONF.REPORT.scoreboard)."""
   from conformance.report import write_merged
   from conformance.scoreboard import write_scoreboard
   try:
-    merged = write_merged(dirs, out)
+    merged = write_merged(dirs, out, partial)
     write_scoreboard(merged, out)
   except (OSError, ValueError) as e:   # a missing directory or a file that is not a run's report
     print(f"merge: {e}", file=sys.stderr)
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from conformance.grade import main as grade_main
     return grade_main(rest)
   if rest: parser().error(f"unrecognized arguments: {' '.join(rest)}")
-  if args.command == "merge": return merge(args.dirs, args.out)
+  if args.command == "merge": return merge(args.dirs, args.out, args.partial)
   return scoreboard(args.dirs, args.out)
 
 

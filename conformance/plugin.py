@@ -20,7 +20,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, is_hypothesis_test, settings
+from hypothesis.errors import InvalidArgument
 
 __all__ = ["DEFAULT_IMPL", "start", "names_suite"]
 
@@ -90,7 +91,7 @@ def start(config: pytest.Config) -> None:
   when pytest collects the suite's folder by other means (`pytest .` in a checkout)."""
   if config.stash.get(_STARTED, False): return
   config.stash[_STARTED] = True
-  if not config.getoption("hypothesis_profile", None): settings.load_profile("ci")
+  _load_profile(config)
   if config.getoption("--shard") is not None: _shard(config.getoption("--shard"))
   _check_adapter(config)
   from conformance import baselines
@@ -106,6 +107,18 @@ def start(config: pytest.Config) -> None:
   # --report-dir also writes DIR/junit.xml through pytest's own --junitxml, unless --junitxml names another file; this
   # takes effect when start() runs from this plugin's tryfirst pytest_configure (the suite named on the command line)
   if report_dir and not config.option.xmlpath: config.option.xmlpath = os.path.join(report_dir, "junit.xml")
+
+
+def _load_profile(config: pytest.Config) -> None:
+  """CONF.HYPOTHESIS.profile: --hypothesis-profile (loaded by hypothesis's own plugin) wins, then
+  $HYPOTHESIS_PROFILE, then ci. It must be loaded before the test modules are collected: `@given` takes the profile
+  in force when it decorates a test (CONF.HYPOTHESIS.per-test)."""
+  if config.getoption("hypothesis_profile", None): return
+  name = os.environ.get("HYPOTHESIS_PROFILE") or "ci"
+  try: settings.load_profile(name)
+  except InvalidArgument:
+    raise pytest.UsageError(f"HYPOTHESIS_PROFILE={name}: no such hypothesis profile (the suite registers ci, "
+                            "ci-short, triage, dev and thorough)") from None
 
 
 def _check_adapter(config: pytest.Config) -> None:
@@ -156,13 +169,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
   """An expected failure runs without hypothesis's shrinking phase: its failing example is known, and shrinking it
-  (minutes per test where a NaN shrinks slowly) would only cost time. The profile in force is restored after."""
-  if not item.stash.get(_EXPECTED, False):
+  (minutes per test where a NaN shrinks slowly) would only cost time. `@given` fixed the test's settings when it
+  decorated the test, so they are swapped on the test function itself (the attribute hypothesis's pytest plugin
+  reads and derives a parametrized test's settings from) and put back after."""
+  test = getattr(item, "obj", None)
+  if not item.stash.get(_EXPECTED, False) or not is_hypothesis_test(test):
     yield
     return
-  previous = settings._current_profile
-  settings.register_profile("conformance-expected-failure", parent=settings.get_profile(previous),
-                            phases=(Phase.explicit, Phase.generate))
-  settings.load_profile("conformance-expected-failure")
+  previous = test._hypothesis_internal_use_settings
+  test._hypothesis_internal_use_settings = settings(previous, phases=(Phase.explicit, Phase.generate))
   try: yield
-  finally: settings.load_profile(previous)
+  finally: test._hypothesis_internal_use_settings = previous

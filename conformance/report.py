@@ -31,6 +31,7 @@ import pytest
 
 from conformance.descriptive import DESCRIPTIVE
 from conformance.metadata import FORMAT, RunClock, run_metadata
+from conformance.shards import join_shards, run_identity
 from conformance.spec_tables import clauses as spec_clauses
 
 __all__ = ["note", "ReportPlugin", "BINS", "histogram", "coverage_markdown", "COVERAGE_CHAPTERS", "summary_lines",
@@ -101,6 +102,7 @@ class ReportPlugin:
     self.clause_tests: dict[str, dict[str, int]] = defaultdict(lambda: {"tests": 0, "passed": 0})
     self.deselected: set[str] = set()   # cited by tests that -k, -m or --shard left out (CONF.REPORT.deselected)
     self.clock = RunClock()
+    self.tests: dict[str, str] = {}   # test id -> its verdict, for joining shards (CONF.SHARD.join)
 
   # -- clauses of deselected tests: seen where collection happens (each xdist worker collects the whole suite, and
   # sends them to the controller in its workeroutput)
@@ -140,6 +142,7 @@ class ReportPlugin:
                                      "xfail": 0, "skip": 0, "examples": 0, "worst_ulps": 0.0, "worst_fraction": 0.0,
                                      "histogram": dict.fromkeys(BIN_NAMES, 0), "clauses": [], "failures": []})
     row[status] += 1
+    if status != "pass" or report.nodeid not in self.tests: self.tests[report.nodeid] = status   # a failing teardown
     summary = json.loads(props[_PROP_KEY]) if _PROP_KEY in props else {}
     row["examples"] += summary.get("examples", 0)
     fraction = summary.get("worst_fraction", 0.0)
@@ -175,7 +178,8 @@ class ReportPlugin:
       "meta": run_metadata(session.config, self.clock, self.backend, self.impl),
       "histogram_bins": list(BIN_NAMES), "results": results,
       "clauses": {c: {self.backend: v} for c, v in sorted(self.clause_tests.items())},
-      "deselected_clauses": deselected}, indent=1))
+      "deselected_clauses": deselected,
+      **run_identity(self.config), "tests": dict(sorted(self.tests.items()))}, indent=1))   # CONF.SHARD.join
     (self.dir / "coverage.md").write_text(coverage_markdown({c: {self.backend: v}
                                                              for c, v in self.clause_tests.items()},
                                                             runs=[f"{self.backend}: {self.impl}"],
@@ -290,16 +294,19 @@ def _impl_name(impl: str) -> str:
   return (impl.rsplit(":", 1)[-1].removesuffix("Adapter") or impl).lower()
 
 
-def merge_runs(reports: list[dict[str, Any]], names: list[str] | None = None) -> dict[str, Any]:
-  """CONF.REPORT.merge: the conformance.json of several runs as one report. Each run is labelled by its backend, or
-  by `impl/backend` when the runs check more than one implementation; runs with the same label (shards of one run)
-  add up. The result has `runs` (label, backend, impl and `names[i]`, e.g. the run's directory), `results` (every
-  run's rows, each with its run's label), `clauses` (clause -> label -> tests and passed) and `deselected_clauses`
-  (cited only by tests that every run left out). Each run keeps its metadata (`meta`, CONF.REPORT.meta)."""
+def merge_runs(reports: list[dict[str, Any]], names: list[str] | None = None, partial: bool = False) -> dict[str, Any]:
+  """CONF.REPORT.merge: the conformance.json of several runs as one report. The shards of a run are joined first
+  (CONF.SHARD.join: a ValueError for reports of one implementation and backend that are not the shards of one run,
+  or not all of them unless `partial`).
+  Each run is labelled by its backend, or by `impl/backend` when the runs check more than one implementation. The
+  result has `runs` (label, backend, impl and `names[i]`, e.g. the run's directory), `results` (every run's rows,
+  each with its run's label), `clauses` (clause -> label -> tests and passed) and `deselected_clauses` (cited only by
+  tests that every run left out). Each run keeps its metadata (`meta`, CONF.REPORT.meta)."""
   for i, r in enumerate(reports):
     if not {"backend", "impl", "results", "clauses"} <= set(r):
       raise ValueError(f"{names[i] if names else f'run {i}'}: not a conformance report (it needs backend, impl, "
                        "results and clauses)")
+  reports, names = join_shards(reports, names or [f"run {i}" for i in range(len(reports))], partial)   # CONF.SHARD.join
   several = len({r["impl"] for r in reports}) > 1
   runs, results, clauses = [], [], defaultdict(lambda: defaultdict(lambda: {"tests": 0, "passed": 0}))
   for i, r in enumerate(reports):
@@ -325,10 +332,10 @@ def _read_report(path: Path) -> Any:
   except json.JSONDecodeError as e: raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
-def write_merged(dirs: list[str | Path], out: str | Path) -> dict[str, Any]:
+def write_merged(dirs: list[str | Path], out: str | Path, partial: bool = False) -> dict[str, Any]:
   """Read DIR/conformance.json of each run directory, write the merged OUT/conformance.json and OUT/coverage.md, and
   return the merged report."""
-  merged = merge_runs([_read_report(Path(d) / "conformance.json") for d in dirs], [str(d) for d in dirs])
+  merged = merge_runs([_read_report(Path(d) / "conformance.json") for d in dirs], [str(d) for d in dirs], partial)
   out = Path(out)
   out.mkdir(parents=True, exist_ok=True)
   (out / "conformance.json").write_text(json.dumps(merged, indent=1))

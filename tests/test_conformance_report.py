@@ -163,13 +163,16 @@ def test_merge_two_runs(tmp_path):
   assert conformance_main(["merge", str(tmp_path / "nowhere"), "-o", str(out)]) == 2
 
 
-def test_merge_labels_implementations_and_adds_shards():
+def test_merge_labels_implementations_and_joins_shards():
   tg = "conformance.adapters.tinygrad:TinygradAdapter"
+  shards = [{**_run_report("CPU", tg, {"OP.EXP2": counts}), "shard": {"k": k, "n": 2}, "tests": {f"t{k}": "pass"}}
+            for k, counts in ((1, (2, 1)), (2, (4, 4)))]
   merged = merge_runs([_run_report("CPU", "conformance.adapters.refimpl:RefimplAdapter", {"OP.EXP2": (3, 3)}),
-                       _run_report("CPU", tg, {"OP.EXP2": (2, 1)}), _run_report("CPU", tg, {"OP.EXP2": (4, 4)})])
-  assert [r["label"] for r in merged["runs"]] == ["refimpl/CPU", "tinygrad/CPU", "tinygrad/CPU"]
+                       *shards])
+  assert [r["label"] for r in merged["runs"]] == ["refimpl/CPU", "tinygrad/CPU"]   # the two shards are one run
   assert merged["clauses"]["OP.EXP2"] == {"refimpl/CPU": {"tests": 3, "passed": 3},
                                           "tinygrad/CPU": {"tests": 6, "passed": 5}}
+  assert [r["pass"] for r in merged["results"]] == [1, 2]   # the shards' rows for exp2 forward add up
   with pytest.raises(ValueError, match="not a conformance report"):
     merge_runs([{"results": []}])
 

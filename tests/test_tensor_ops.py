@@ -174,6 +174,17 @@ def test_hardtanh_family_gradient_at_nan():
       np.testing.assert_allclose(g, np.full(n, w, np.float32), rtol=1e-6, err_msg=name)
 
 
+def test_elu_gradient_at_nan():
+  """GRAD.CHECK.points: elu and celu pass g at NaN (x for x > 0 and NaN), wherever the NaN sits; torch's float64
+  gradient is g for one NaN and NaN for sixteen, so their conformance entries compare gradients away from NaN and
+  this pins refimpl's."""
+  for name in ("elu", "celu"):
+    for n in (1, 16):
+      x = Tensor([math.nan] * n, requires_grad=True)
+      g = getattr(x, name)(0.5).sum().gradient(x)[0].numpy()
+      np.testing.assert_array_equal(g, np.ones(n, np.float32), err_msg=name)
+
+
 SPECIAL = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.5, -2.5, 0.5, -0.5, 1.5, -1.5, 3.5, 1e10],
                    np.float32)
 

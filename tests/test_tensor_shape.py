@@ -129,6 +129,16 @@ def test_normalize_zero_row_gradient():
   assert np.allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("p", [2.0, 3.0])
+def test_normalize_nan_row_is_nan(p, dtype):
+  """TENSOR.NORMALIZE: NaN in a row makes the row NaN, an infinity in it included (torch's [nan, nan]); the norm's
+  guard for a zero sum once gave such a row the norm 0, so eps, and -inf / eps = -inf (found by the conformance
+  suite's ci profile)."""
+  got = Tensor(np.array([[-np.inf, np.nan], [3.0, 4.0]], np.float32), dtype=dtype).normalize(p, 1).numpy()
+  assert np.isnan(got[0]).all() and np.isfinite(got[1]).all(), got
+
+
 @pytest.mark.parametrize("p", [math.inf, 2.0, 1.0, 0.0])
 def test_normalize_empty_dim(p):
   """TENSOR.NORMALIZE.empty: along a dim of size 0 the result is empty for every p, inf included (torch refuses the

@@ -50,10 +50,11 @@ def test_scoreboard_with_out_writes_the_markdown_and_the_html_page(tmp_path, cap
 
 def test_scoreboard_adds_up_shards_of_one_run():
   from conformance.report import merge_runs
-  merged = merge_runs([{"backend": "CPU", "impl": "x:A", "clauses": {},
-                        "results": [_row("exp", "float32", "forward", 2, 0, 0.5)]},
-                       {"backend": "CPU", "impl": "x:A", "clauses": {},
-                        "results": [_row("exp", "float32", "forward", 1, 0, 0.75)]}], ["CPU", "CPU"])
+  sel = {"args": ["conformance"], "keyword": "", "markexpr": "", "profile": "ci"}
+  shard = lambda k, row, test: {"backend": "CPU", "impl": "x:A", "clauses": {}, "results": [row],
+                                "shard": {"k": k, "n": 2}, "selection": sel, "tests": {test: "pass"}}
+  merged = merge_runs([shard(1, _row("exp", "float32", "forward", 2, 0, 0.5), "t1"),
+                       shard(2, _row("exp", "float32", "forward", 1, 0, 0.75), "t2")], ["s1", "s2"])
   cell = scoreboard_cells(merged)[("exp", "float32", "forward", "CPU")]
   assert (cell["pass"], cell["worst_fraction"]) == (3, 0.75)
 

@@ -384,5 +384,14 @@ def _attention(q, k, v, causal: bool):
   return torch.softmax(scores, -1) @ v
 
 
-TORCH_HELPERS = {"attention": _attention, "dims": _dims, "pad_arg": _pad_arg, "prod": _prod, "take": _take,
+def _sdpa_math(q, k, v, **kwargs):
+  """F.scaled_dot_product_attention through torch's math kernel: the fused CPU kernel torch picks for some shapes
+  (flash attention for a 1x1 query) has no double backward, which the bound's S needs."""
+  import torch
+  from torch.nn.attention import SDPBackend, sdpa_kernel
+  with sdpa_kernel(SDPBackend.MATH): return torch.nn.functional.scaled_dot_product_attention(q, k, v, **kwargs)
+
+
+TORCH_HELPERS = {"attention": _attention, "sdpa_math": _sdpa_math, "dims": _dims, "pad_arg": _pad_arg, "prod": _prod,
+                 "take": _take,
                  "chan": _chan, "trailing": _trailing, "math": math, "np": np}

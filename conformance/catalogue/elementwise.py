@@ -17,7 +17,8 @@ __all__ = ["OPS"]
 
 # torch's gradient of the hardtanh family at NaN depends on where the NaN sits (F.hardtanh(x, -1, 1) of [nan] gives
 # g, of the same NaN at index 6 of 8 elements 0: vector lanes and scalar tail disagree), so gradients are compared
-# away from NaN (GRAD.CHECK.points); refimpl gives g there, as torch's scalar path (tests/test_tensor_ops.py)
+# away from NaN (GRAD.CHECK.points); refimpl gives g there, as torch's scalar path (tests/test_tensor_ops.py). So
+# does elu's (float64 F.elu of 16 NaNs gives NaN, of one NaN g)
 _NAN_GRAD = ("gradients away from NaN, where torch's depends on the element's position (vector lanes and scalar "
              "tail disagree; GRAD.CHECK.points)")
 
@@ -165,7 +166,8 @@ OPS: list[Op] = [
          note="torch's softplus switches to x above a threshold; the reference is the exact log(1 + e**(beta x)); "
               "|beta x| stays finite (ACC.RANGE)"),
   _unary("elu", "x.elu(alpha)", "F.elu(x, alpha)", "ELU", ("OP.EXP2", "OP.WHERE", "GRAD.WHERE"), lo=-6, hi=6,
-         params=lambda shapes, dt: st.fixed_dictionaries({"alpha": st.sampled_from([1.0, 0.5])})),
+         params=lambda shapes, dt: st.fixed_dictionaries({"alpha": st.sampled_from([1.0, 0.5])}),
+         grad_domain=no_nan_inputs, note=_NAN_GRAD),
   # ---- selections and rounding: exact (ACC.EXACT)
   _unary("relu", "x.relu()", "torch.relu(x)", "EXACT", ("OP.CMPLT", "OP.WHERE", "GRAD.WHERE", "GRAD.CHECK.tensor"),
          dtypes=FLOATS + ("int8", "int32", "int64")),

@@ -37,11 +37,11 @@ def _var_params(shapes, dtype):
 
 
 def _no_zero_with_inf(case) -> bool:
-  """GRAD.REDUCE.MUL.inf: a zero together with an infinity is an undefined point of the rule (never drawn); and
-  every nonzero product is a normal number (ACC.RANGE: the rule divides the product by each element, so a product
-  that underflows or overflows loses the gradient)."""
+  """GRAD.REDUCE.MUL.inf: a zero together with an infinity or a NaN is an undefined point of the rule (never drawn);
+  and every nonzero product is a normal number (ACC.RANGE: the rule divides the product by each element, so a
+  product that underflows or overflows loses the gradient)."""
   x = np.asarray(case.inputs[0], np.float64)
-  if (x == 0).any() and np.isinf(x).any(): return False
+  if (x == 0).any() and not np.isfinite(x).all(): return False
   if x.ndim == 0 or not np.isfinite(x).all(): return True
   axis = case.params.get("axis")
   axes = None if axis is None else tuple(a % x.ndim for a in ((axis,) if isinstance(axis, int) else axis))
@@ -96,7 +96,7 @@ OPS: list[Op] = [
           ("GRAD.REDUCE.MUL", "GRAD.REDUCE.MUL.zero", "DT.SUM"), dtypes=FLOATS + TORCH_INTS, lo=-2, hi=2,
           grad_domain=_no_zero_with_inf, out_dtype=summed,
           note="DT.SUM: integer products accumulate in int32 here, int64 in torch; gradients are not compared where "
-               "a zero meets an infinity (GRAD.REDUCE.MUL.inf)"),
+               "a zero meets an infinity or a NaN (GRAD.REDUCE.MUL.inf)"),
   _reduce("max", "x.max(axis, keepdim)", "torch.amax(x, dim=dims(axis, x.ndim), keepdim=keepdim)", "MAX",
           ("OP.MAX", "OP.MAX.nan", "GRAD.REDUCE.MAX", "GRAD.REDUCE.MAX.tie"), dtypes=ANY, nonempty=True,
           note="compared with torch.amax (GRAD.REDUCE.MAX.tie)"),

@@ -372,7 +372,7 @@ OPS: list[Op] = [
      note="gradients away from the kinks of p = 1 (a zero) and p = inf (tied magnitudes), GRAD.T.normalize; "
           "p = inf only along a non-empty dim, where torch refuses (TENSOR.NORMALIZE.empty)"),
   Op("scaled_dot_product_attention.gqa", "x.scaled_dot_product_attention(k, v, enable_gqa=True)",
-     "F.scaled_dot_product_attention(x, k, v, enable_gqa=True)",
+     "sdpa_math(x, k, v, enable_gqa=True)",
      Domain("matmul", FLOATS, ("x", "k", "v"), shapes=_gqa, specials=False, lo=-3, hi=3),
      ("TENSOR.ATTENTION.gqa", "NN.ATTENTION", "GRAD.CHECK.tensor"), "ATTENTION", "GRAD", api=(),
      grad_domain=finite_inputs, n=lambda case: case.inputs[1].shape[-2] * case.inputs[0].shape[-1]),

@@ -24,17 +24,14 @@ from refimpl.dtype import to_dtype
 
 
 @pytest.mark.parametrize("op,dtype", cases(alu_entries(), "alu"))
-def test_alu(adapter, op, dtype):
+@given(data=st.data())
+def test_alu(adapter, op, dtype, data):
   skip_unsupported(adapter, op, dtype)
-
-  @given(data=st.data())
-  def alu_values(data):
-    case = data.draw(op.cases(dtype), label="case")
-    second = independent(op, case)
-    outcome = forward(adapter, op, case, dtype, second=second)
-    record(outcome, op, dtype, "alu")
-    assert outcome.ok, outcome.message
-  alu_values()
+  case = data.draw(op.cases(dtype), label="case")
+  second = independent(op, case)
+  outcome = forward(adapter, op, case, dtype, second=second)
+  record(outcome, op, dtype, "alu")
+  assert outcome.ok, outcome.message
 
 
 def independent(op, case) -> tuple[np.ndarray, np.ndarray]:

@@ -237,47 +237,38 @@ SEEDS = st.integers(0, 2 ** 32 - 1)
 
 @pytest.mark.parametrize("dtype", [pytest.param(d, marks=pytest.mark.clauses(
   *SHARED.clauses, "GRAD.CHECK", "ACC.GRAD.measure", acc_clause("GRAD", d))) for d in SHARED.domain.dtypes])
-def test_shared_nodes_vjp(adapter, dtype):
+@given(data=st.data())
+def test_shared_nodes_vjp(adapter, dtype, data):
   """GRAD.MODEL.order and GRAD.MODEL.sum through GRAD.CHECK: the VJP of a graph of shared nodes against torch
   autograd with a random cotangent, within ACC.GRAD (ACC.GRAD.measure)."""
   if (why := adapter.unsupported_dtype(dtype)): pytest.skip(why)
-
-  @given(data=st.data())
-  def matches_torch(data):
-    outcome = vjp(adapter, SHARED, data.draw(SHARED.cases(dtype), label="case"), dtype, data.draw(SEEDS, label="seed"))
-    record(outcome, SHARED, dtype, "vjp")
-    assert outcome.ok, outcome.message
-  matches_torch()
+  outcome = vjp(adapter, SHARED, data.draw(SHARED.cases(dtype), label="case"), dtype, data.draw(SEEDS, label="seed"))
+  record(outcome, SHARED, dtype, "vjp")
+  assert outcome.ok, outcome.message
 
 
 @pytest.mark.clauses(*SHARED.clauses, "GRAD.CHECK.fd", "ACC.GRAD.fd")
-def test_shared_nodes_finite_differences(adapter):
+@given(data=st.data())
+def test_shared_nodes_finite_differences(adapter, data):
   """GRAD.CHECK.fd: the float64 VJP of the shared-node graph against the implementation's own central differences,
   within ACC.GRAD.fd."""
   if (why := adapter.unsupported_dtype("float64")): pytest.skip(why)
-
-  @given(data=st.data())
-  def matches_differences(data):
-    outcome = finite_differences(adapter, SHARED, data.draw(SHARED.cases("float64", smooth=True), label="case"),
-                                 data.draw(SEEDS, label="seed"))
-    record(outcome, SHARED, "float64", "fd")
-    assert outcome.ok, outcome.message
-  matches_differences()
+  outcome = finite_differences(adapter, SHARED, data.draw(SHARED.cases("float64", smooth=True), label="case"),
+                               data.draw(SEEDS, label="seed"))
+  record(outcome, SHARED, "float64", "fd")
+  assert outcome.ok, outcome.message
 
 
 @pytest.mark.clauses("GRAD.MODEL", "GRAD.MODEL.order", "ACC.GRAD2", "ACC.GRAD2.f64")
-def test_gradients_are_differentiable_graphs(adapter):
+@given(data=st.data())
+def test_gradients_are_differentiable_graphs(adapter, data):
   """GRAD.MODEL: a gradient is a graph like any other, so it can be differentiated again: the second-order VJP of
   the shared-node graph against torch's double backward, within ACC.GRAD2."""
   if (why := adapter.unsupported_dtype("float64")): pytest.skip(why)
-
-  @given(data=st.data())
-  def matches_double_backward(data):
-    outcome = second_order(adapter, SHARED, data.draw(SHARED.cases("float64", smooth=True), label="case"), "float64",
-                           data.draw(SEEDS, label="seed"))
-    record(outcome, SHARED, "float64", "second_order")
-    assert outcome.ok, outcome.message
-  matches_double_backward()
+  outcome = second_order(adapter, SHARED, data.draw(SHARED.cases("float64", smooth=True), label="case"), "float64",
+                         data.draw(SEEDS, label="seed"))
+  record(outcome, SHARED, "float64", "second_order")
+  assert outcome.ok, outcome.message
 
 
 @pytest.mark.clauses("GRAD.MODEL")

@@ -16,41 +16,32 @@ SEEDS = st.integers(0, 2 ** 32 - 1)
 
 
 @pytest.mark.parametrize("op,dtype", cases(DIFFERENTIABLE, "vjp", grad=True))
-def test_vjp(adapter, op, dtype):
+@given(data=st.data())
+def test_vjp(adapter, op, dtype, data):
   skip_unsupported(adapter, op, dtype)
-
-  @given(data=st.data())
-  def vjp_matches_torch(data):
-    case = data.draw(op.cases(dtype), label="case")
-    assume(op.grad_domain is None or op.grad_domain(case))
-    outcome = vjp(adapter, op, case, dtype, data.draw(SEEDS, label="seed"))
-    record(outcome, op, dtype, "vjp")
-    assert outcome.ok, outcome.message
-  vjp_matches_torch()
+  case = data.draw(op.cases(dtype), label="case")
+  assume(op.grad_domain is None or op.grad_domain(case))
+  outcome = vjp(adapter, op, case, dtype, data.draw(SEEDS, label="seed"))
+  record(outcome, op, dtype, "vjp")
+  assert outcome.ok, outcome.message
 
 
 @pytest.mark.parametrize("op,dtype", cases(DIFFERENTIABLE, "fd", grad=True, dtypes=("float64",)))
-def test_finite_differences(adapter, op, dtype):
+@given(data=st.data())
+def test_finite_differences(adapter, op, dtype, data):
   skip_unsupported(adapter, op, dtype)
-
-  @given(data=st.data())
-  def vjp_matches_differences(data):
-    case = data.draw(op.cases(dtype, smooth=True), label="case")
-    assume(op.grad_domain is None or op.grad_domain(case))
-    outcome = finite_differences(adapter, op, case, data.draw(SEEDS, label="seed"))
-    record(outcome, op, dtype, "fd")
-    assert outcome.ok, outcome.message
-  vjp_matches_differences()
+  case = data.draw(op.cases(dtype, smooth=True), label="case")
+  assume(op.grad_domain is None or op.grad_domain(case))
+  outcome = finite_differences(adapter, op, case, data.draw(SEEDS, label="seed"))
+  record(outcome, op, dtype, "fd")
+  assert outcome.ok, outcome.message
 
 
 @pytest.mark.parametrize("op,dtype", cases(SECOND_ORDER, "second_order", grad=True, dtypes=("float64",)))
-def test_second_order(adapter, op, dtype):
+@given(data=st.data())
+def test_second_order(adapter, op, dtype, data):
   skip_unsupported(adapter, op, dtype)
-
-  @given(data=st.data())
-  def second_derivative_matches_torch(data):
-    case = data.draw(op.cases(dtype, smooth=True), label="case")
-    outcome = second_order(adapter, op, case, dtype, data.draw(SEEDS, label="seed"))
-    record(outcome, op, dtype, "second_order")
-    assert outcome.ok, outcome.message
-  second_derivative_matches_torch()
+  case = data.draw(op.cases(dtype, smooth=True), label="case")
+  outcome = second_order(adapter, op, case, dtype, data.draw(SEEDS, label="seed"))
+  record(outcome, op, dtype, "second_order")
+  assert outcome.ok, outcome.message

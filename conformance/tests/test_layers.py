@@ -30,28 +30,22 @@ def _skip_unsupported(adapter, entry: Layer, dtype: str) -> None:
 
 
 @pytest.mark.parametrize("entry,dtype", _params(LAYERS, "forward", lambda e: e.tolerance))
-def test_layer_forward(adapter, entry, dtype):
+@given(data=st.data())
+def test_layer_forward(adapter, entry, dtype, data):
   _skip_unsupported(adapter, entry, dtype)
-
-  @given(data=st.data())
-  def outputs_match_torch(data):
-    outcome = layer_forward(adapter, entry, data.draw(layer_cases(entry, dtype), label="case"), dtype)
-    record(outcome, entry, dtype, "forward")
-    assert outcome.ok, outcome.message
-  outputs_match_torch()
+  outcome = layer_forward(adapter, entry, data.draw(layer_cases(entry, dtype), label="case"), dtype)
+  record(outcome, entry, dtype, "forward")
+  assert outcome.ok, outcome.message
 
 
 @pytest.mark.parametrize("entry,dtype", _params(LAYERS, "vjp", lambda e: e.grad_tolerance, ("GRAD.CHECK",)))
-def test_layer_vjp(adapter, entry, dtype):
+@given(data=st.data())
+def test_layer_vjp(adapter, entry, dtype, data):
   _skip_unsupported(adapter, entry, dtype)
-
-  @given(data=st.data())
-  def gradients_match_torch(data):
-    case = data.draw(layer_cases(entry, dtype), label="case")
-    outcome = layer_vjp(adapter, entry, case, dtype, data.draw(SEEDS, label="seed"))
-    record(outcome, entry, dtype, "vjp")
-    assert outcome.ok, outcome.message
-  gradients_match_torch()
+  case = data.draw(layer_cases(entry, dtype), label="case")
+  outcome = layer_vjp(adapter, entry, case, dtype, data.draw(SEEDS, label="seed"))
+  record(outcome, entry, dtype, "vjp")
+  assert outcome.ok, outcome.message
 
 
 TRAINING = [e for e in LAYERS if e.training]
@@ -59,17 +53,14 @@ TRAINING = [e for e in LAYERS if e.training]
 
 @pytest.mark.parametrize("entry,dtype", _params(TRAINING, "training", lambda e: "RUNNING",
                                                 ("NN.BATCHNORM.running", "NN.BATCHNORM.eval")))
-def test_batchnorm_training_then_eval(adapter, entry, dtype):
+@given(data=st.data())
+def test_batchnorm_training_then_eval(adapter, entry, dtype, data):
   _skip_unsupported(adapter, entry, dtype)
-
-  @given(data=st.data())
-  def running_statistics_match_torch(data):
-    case = data.draw(layer_cases(entry, dtype), label="case")
-    shape = case.inputs["x"].shape
-    batches = [data.draw(S.arrays(dtype, shape, -3.0, 3.0, specials=False), label=f"batch {i}")
-               for i in range(data.draw(st.integers(2, 3), label="steps"))]
-    x_eval = data.draw(S.arrays(dtype, shape, -3.0, 3.0, specials=False), label="eval input").astype(NP[dtype])
-    outcome = layer_training(adapter, entry, case, dtype, batches, x_eval)
-    record(outcome, entry, dtype, "training")
-    assert outcome.ok, outcome.message
-  running_statistics_match_torch()
+  case = data.draw(layer_cases(entry, dtype), label="case")
+  shape = case.inputs["x"].shape
+  batches = [data.draw(S.arrays(dtype, shape, -3.0, 3.0, specials=False), label=f"batch {i}")
+             for i in range(data.draw(st.integers(2, 3), label="steps"))]
+  x_eval = data.draw(S.arrays(dtype, shape, -3.0, 3.0, specials=False), label="eval input").astype(NP[dtype])
+  outcome = layer_training(adapter, entry, case, dtype, batches, x_eval)
+  record(outcome, entry, dtype, "training")
+  assert outcome.ok, outcome.message

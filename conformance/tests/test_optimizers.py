@@ -16,15 +16,12 @@ PARAMS = [pytest.param(e, dt, id=f"{e.name}-{dt}", marks=[
 
 
 @pytest.mark.parametrize("entry,dtype", PARAMS)
-def test_optimizer_steps(adapter, entry, dtype):
+@given(data=st.data())
+def test_optimizer_steps(adapter, entry, dtype, data):
   if (why := adapter.unsupported_dtype(dtype)): pytest.skip(why)
   if "optim" not in adapter.namespace():
     pytest.skip(f"OPTIM.STEP: the adapter's namespace has no optim ({adapter.name})")
   if (why := adapter.unsupported(f"optim.{entry.cls}")): pytest.skip(why)
-
-  @given(data=st.data())
-  def parameters_match_the_reference(data):
-    outcome = optimizer_steps(adapter, entry, data.draw(optim_cases(entry, dtype), label="case"), dtype)
-    record(outcome, entry, dtype, "steps")
-    assert outcome.ok, outcome.message
-  parameters_match_the_reference()
+  outcome = optimizer_steps(adapter, entry, data.draw(optim_cases(entry, dtype), label="case"), dtype)
+  record(outcome, entry, dtype, "steps")
+  assert outcome.ok, outcome.message

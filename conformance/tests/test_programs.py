@@ -14,7 +14,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, settings, strategies as st
 
 from conformance import accuracy as A
 from conformance.catalogue.alu import TRANSCENDENTAL
@@ -40,6 +40,8 @@ def _log(verdict) -> None:
 
 
 def _count(factor: int) -> int:
+  """Examples for a test that draws `factor` per example of the profile: read when the module is collected, after
+  the conformance plugin has loaded the profile (--hypothesis-profile, $HYPOTHESIS_PROFILE or ci)."""
   return max(1, factor * settings.default.max_examples)
 
 
@@ -69,33 +71,27 @@ def _spec_outputs(adapter, backend: str):
                      "CONF.PROGRAM.crash", "ACC.PROGRAM", "ACC.PROGRAM.exact", "ACC.PROGRAM.bound",
                      "ACC.PROGRAM.undetermined")
 @pytest.mark.conformance(op="program", dtype="float32", prop="program")
-def test_programs(adapter, backend):
-  dtypes = _dtypes(adapter)
+@settings(max_examples=_count(PROGRAMS_PER_EXAMPLE))
+@given(data=st.data())
+def test_programs(adapter, backend, data):
   spec = _spec_outputs(adapter, backend)
-
-  @settings(max_examples=_count(PROGRAMS_PER_EXAMPLE))
-  @given(program=programs(dtypes))
-  def program_values(program):
-    verdict = against_reference(adapter, program, spec(program) if spec else None)
-    _log(verdict)
-    assert verdict.ok, verdict.message
-  program_values()
+  program = data.draw(programs(_dtypes(adapter)), label="program")   # the dtypes depend on the adapter (a fixture)
+  verdict = against_reference(adapter, program, spec(program) if spec else None)
+  _log(verdict)
+  assert verdict.ok, verdict.message
 
 
 @pytest.mark.clauses("CONF.DEVICES", "CONF.PROGRAM", "CONF.PROGRAM.crash")
 @pytest.mark.conformance(op="program", dtype="float32", prop="devices")
-def test_programs_agree_across_devices(adapter):
+@settings(max_examples=_count(DEVICE_PROGRAMS_PER_EXAMPLE))
+@given(data=st.data())
+def test_programs_agree_across_devices(adapter, data):
   devices = adapter.devices()
   if len(devices) < 2: pytest.skip(f"CONF.DEVICES: the {adapter.name} adapter lists one device ({devices[0]})")
-  dtypes = _dtypes(adapter)
-
-  @settings(max_examples=_count(DEVICE_PROGRAMS_PER_EXAMPLE))
-  @given(program=programs(dtypes, transcendental=False))
-  def same_bits(program):
-    verdict = across_devices(adapter, program, devices)
-    _log(verdict)
-    assert verdict.ok, verdict.message
-  same_bits()
+  program = data.draw(programs(_dtypes(adapter), transcendental=False), label="program")
+  verdict = across_devices(adapter, program, devices)
+  _log(verdict)
+  assert verdict.ok, verdict.message
 
 
 # ---- the edge tables on every device: one test per ALU op (each of its dtype groups is one kernel per device)

@@ -226,7 +226,8 @@ class NNOps:
 
 
 def _safe_root(s: Tensor, root) -> Tensor:
-  """root(s), with the root fed 1 where s = 0 (and 0 returned there): its derivative at 0 is infinite, and a zero
-  row's norm is below eps anyway, where normalize takes no gradient through the norm (GRAD.T.normalize, torch's)."""
+  """root(s), with the root fed 1 where s = 0 (and s returned there): its derivative at 0 is infinite, and a zero
+  row's norm is below eps anyway, where normalize takes no gradient through the norm (GRAD.T.normalize, torch's).
+  A NaN sum is not > 0 either and comes back as NaN: NaN in a row makes the row NaN (TENSOR.NORMALIZE)."""
   positive = s > 0
-  return positive.where(root(positive.where(s, 1)), 0)
+  return positive.where(root(positive.where(s, 1)), s)
