@@ -225,34 +225,42 @@ def _int_cases() -> list[FoldCase]:
   negative operands, values whose products or sums wrap, divisors that are zero, negative or not multiples."""
   out = []
   def case(name, clauses, expr, inputs, **params): out.append(FoldCase(name, (clauses,), expr, inputs, params))
+  def forms(name, clause, inputs, **exprs):
+    """One case per form, so that a failure has one cause: trunc (OP.CDIV/CMOD), floor (torch's // and %), zero
+    (a zero divisor), neg (a negative divisor), multiple (a divisor that does not divide the factor)."""
+    for form, expr in exprs.items(): case(f"{name}-{form}", clause, expr, inputs)
   small = {"x": ([-7, -5, -4, -1, 0, 3, 4, 5, 7, 127, -128], "int8")}
-  case("div-small", "RW.IDX.div-small", "tdiv(x, 4) + floordiv(x, 4) * 3", small)
-  case("div-small-bounded", "RW.IDX.div-small", "tdiv(x.clip(-3, 5), 4) + floordiv(arange(11, 'int32') - 5, 4)", small)
-  case("mod-small", "RW.IDX.mod-small", "tmod(x, 4) * 3 + mod(x, 4)", small)
-  case("mod-small-bounded", "RW.IDX.mod-small", "tmod(x.clip(0, 6), 4) + mod(arange(11, 'int32') - 5, 4)", small)
+  forms("div-small", "RW.IDX.div-small", small, trunc="tdiv(x, 4)", floor="floordiv(x, 4)",
+        bounded="tdiv(x.clip(-3, 5), 4)", arange="floordiv(arange(11, 'int32') - 5, 4)")
+  forms("mod-small", "RW.IDX.mod-small", small, trunc="tmod(x, 4)", floor="mod(x, 4)", bounded="tmod(x.clip(0, 6), 4)",
+        arange="mod(arange(11, 'int32') - 5, 4)")
   wrap = {"x": ([100, -100, 64, -64, 20, 1, 0, -1, 127, -128], "int8")}
-  case("div-mul", "RW.IDX.div-mul", "tdiv(x * 2, 2) + floordiv(x * -3, -3) * 2 + tdiv(x * 0, 0) * 4", wrap)
-  case("mod-mul", "RW.IDX.mod-mul", "tmod(x * 3, 3) + mod(x * 3, 3) * 4 + tmod(x * -3, -3) * 16", wrap)
+  forms("div-mul", "RW.IDX.div-mul", wrap, trunc="tdiv(x * 2, 2)", neg="floordiv(x * -3, -3)", zero="tdiv(x * 0, 0)")
+  forms("mod-mul", "RW.IDX.mod-mul", wrap, trunc="tmod(x * 3, 3)", floor="mod(x * 3, 3)", neg="tmod(x * -3, -3)")
   xy = {"x": ([-1, -5, 100, 3, -128, 127, 0], "int8"), "y": ([1, 2, 10, -3, 1, 1, -1], "int8")}
-  case("div-add-mul", "RW.IDX.div-add-mul", "tdiv(x + y * 4, 4) + floordiv(x + y * 4, 4) * 3", xy)
-  case("mod-add-mul", "RW.IDX.mod-add-mul", "tmod(x + y * 4, 4) + mod(x + y * 4, 4) * 5", xy)
-  case("div-mul-multiple", "RW.IDX.div-mul-multiple", "tdiv(x * 8, 4) + floordiv(x * 6, 4) * 3", wrap)
-  case("mod-mul-multiple", "RW.IDX.mod-mul-multiple", "tmod(x * 8, 4) + tmod(x * 6, 4) * 3 + mod(x * 6, -4) * 9",
-       wrap)
-  case("div-add-mul-multiple", "RW.IDX.div-add-mul-multiple", "tdiv(x + y * 8, 4) + floordiv(x + y * 6, 4) * 3", xy)
-  case("mod-add-mul-multiple", "RW.IDX.mod-add-mul-multiple", "tmod(x + y * 8, 4) + mod(x + y * 6, 4) * 5", xy)
-  case("div-add-mul-const", "RW.IDX.div-add-mul-const", "tdiv((x + y * 8) + 3, 4) + floordiv((x + y * 8) + 3, 4) * 3",
-       xy)
-  case("mod-add-mul-const", "RW.IDX.mod-add-mul-const", "tmod((x + y * 8) + 3, 4) + mod((x + y * 8) + 3, 4) * 5", xy)
+  forms("div-add-mul", "RW.IDX.div-add-mul", xy, trunc="tdiv(x + y * 4, 4)", floor="floordiv(x + y * 4, 4)")
+  forms("mod-add-mul", "RW.IDX.mod-add-mul", xy, trunc="tmod(x + y * 4, 4)", floor="mod(x + y * 4, 4)")
+  forms("div-mul-multiple", "RW.IDX.div-mul-multiple", wrap, trunc="tdiv(x * 8, 4)", multiple="floordiv(x * 6, 4)")
+  forms("mod-mul-multiple", "RW.IDX.mod-mul-multiple", wrap, trunc="tmod(x * 8, 4)", multiple="tmod(x * 6, 4)",
+        neg="mod(x * 6, -4)")
+  forms("div-add-mul-multiple", "RW.IDX.div-add-mul-multiple", xy, trunc="tdiv(x + y * 8, 4)",
+        multiple="floordiv(x + y * 6, 4)")
+  forms("mod-add-mul-multiple", "RW.IDX.mod-add-mul-multiple", xy, trunc="tmod(x + y * 8, 4)",
+        multiple="mod(x + y * 6, 4)")
+  forms("div-add-mul-const", "RW.IDX.div-add-mul-const", xy, trunc="tdiv((x + y * 8) + 3, 4)",
+        floor="floordiv((x + y * 8) + 3, 4)")
+  forms("mod-add-mul-const", "RW.IDX.mod-add-mul-const", xy, trunc="tmod((x + y * 8) + 3, 4)",
+        floor="mod((x + y * 8) + 3, 4)")
   neg = {"x": ([-5, -1, 125, -128, 127, 0, 3, 7], "int8")}
-  case("div-add-const-multiple", "RW.IDX.div-add-const-multiple", "tdiv(x + 8, 4) + floordiv(x + 8, -4) * 3", neg)
-  case("mod-add-const-multiple", "RW.IDX.mod-add-const-multiple", "tmod(x + 8, 4) + mod(x + 8, -4) * 5", neg)
-  case("div-div", "RW.IDX.div-div", "tdiv(tdiv(x, 16), 16) + tdiv(tdiv(x, 0), 2) * 3 + floordiv(floordiv(x, -2), 3)",
-       {"x": ([5, -5, 0], "int8")})
-  case("mod-mod-divisor", "RW.IDX.mod-mod-divisor", "tmod(tmod(x, 6), 4) + mod(mod(x, -8), 4) * 5",
-       {"x": ([5, 7, 13, -13, -7, 127, -128], "int8")})
-  case("lt-add-const", "RW.IDX.lt-add-const", "((x + 10) < 0) | ((x + -10) < -120)",
-       {"x": ([120, 117, 118, -120, -111, 0], "int8")})
+  forms("div-add-const-multiple", "RW.IDX.div-add-const-multiple", neg, trunc="tdiv(x + 8, 4)",
+        neg="floordiv(x + 8, -4)")
+  forms("mod-add-const-multiple", "RW.IDX.mod-add-const-multiple", neg, trunc="tmod(x + 8, 4)", neg="mod(x + 8, -4)")
+  forms("div-div", "RW.IDX.div-div", {"x": ([5, -5, 0], "int8")}, trunc="tdiv(tdiv(x, 16), 16)",
+        zero="tdiv(tdiv(x, 0), 2)", neg="floordiv(floordiv(x, -2), 3)")
+  forms("mod-mod-divisor", "RW.IDX.mod-mod-divisor", {"x": ([5, 7, 13, -13, -7, 127, -128], "int8")},
+        multiple="tmod(tmod(x, 6), 4)", neg="mod(mod(x, -8), 4)")
+  forms("lt-add-const", "RW.IDX.lt-add-const", {"x": ([120, 117, 118, -120, -111, 0], "int8")},
+        up="(x + 10) < 0", down="(x + -10) < -120")
   case("lt-add-const-int32", "RW.IDX.lt-add-const", "(x + 1) < -2147483647",
        {"x": ([2 ** 31 - 1, -2 ** 31, -2, 0], "int32")})
   # a node is replaced by its one possible value only where its bounds meet (and a one-element sum keeps its loop)

@@ -84,7 +84,8 @@ def signature(msg: str) -> str:
 RULES = [  # (group number and name, predicate(op, dtype, property, message)); the first that matches wins
   ("0 bfloat16 needs clang >= 17", lambda o, dt, p, m: has(m, "CalledProcessError") and dt == "bfloat16"),
   ("1 int division by zero (bug: SIGFPE, or clang's value for a constant 0)",
-   lambda o, dt, p, m: has(m, "SIGFPE") or (o == "rfloordiv" and dt in INTS) or has(m, "RW.IDX.div-div:")),
+   lambda o, dt, p, m: has(m, "SIGFPE") or (o == "rfloordiv" and dt in INTS)
+   or has(m, "tdiv(tdiv(x, 0), 2)")),
   # ---- issue 16's fold tests (conformance/tests/test_folds.py): keyed on the fold clause the message names first and
   # on the failure's signature, since one fold case may meet two defects (a wrap, a division by zero)
   ("72 PYTHON device: float->int cast of inf or NaN raises (bug)",
@@ -92,10 +93,10 @@ RULES = [  # (group number and name, predicate(op, dtype, property, message)); t
   ("71 integer comparison rewritten without its overflow guard (bug)",
    lambda o, dt, p, m: has(m, "RW.IDX.lt-add-const:")),
   ("69 fused int8 arithmetic not wrapped before // and % on CPU (bug)",
-   lambda o, dt, p, m: o.startswith("fold.") and has(m, "RW.IDX.") and not has(m, "RW.IDX.div-mul:")),
+   lambda o, dt, p, m: o.startswith("fold.") and has(m, "RW.IDX.") and not has(m, "tdiv(x * 0, 0)")),
   ("3 float->int cast", lambda o, dt, p, m: bool(re.match(r"fold\.float\d+-u?int", o))),
   ("5 float folds", lambda o, dt, p, m: o.startswith("fold.") and has(m, "RW.FLOAT.none.", "RW.BOUNDS.const:",
-                                                                      "RW.IDX.div-mul:")),
+                                                                      "tdiv(x * 0, 0)")),
   # ---- issue 15 (the new ops): keyed on the new entries' names, so the older groups' counts do not change
   ("32 sort of a 0-d tensor (bug)", lambda o, dt, p, m: o in ("sort", "sort.indices", "argsort") and has(m, "IndexError")),
   ("34 topk sorted_=False (API)", lambda o, dt, p, m: o.startswith("topk") and has(m, "sorted_=False")),
