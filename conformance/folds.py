@@ -251,6 +251,17 @@ def _int_cases() -> list[FoldCase]:
         floor="floordiv((x + y * 8) + 3, 4)")
   forms("mod-add-mul-const", "RW.IDX.mod-add-mul-const", xy, trunc="tmod((x + y * 8) + 3, 4)",
         floor="mod((x + y * 8) + 3, 4)")
+  # the -reduce rows (EXEC.LOWER's index arithmetic): a factor larger than the divisor, not a multiple of it; their
+  # guards exclude negative x or y and sums that wrap, which `xy` has; `bounded` meets the guard, so the rule fires
+  fit = "x.clip(0, 10) + y.clip(0, 10) * 7"
+  forms("div-add-mul-reduce", "RW.IDX.div-add-mul-reduce", xy, trunc="tdiv(x + y * 7, 4)",
+        floor="floordiv(x + y * 7, 4)", bounded=f"tdiv({fit}, 4)")
+  forms("mod-add-mul-reduce", "RW.IDX.mod-add-mul-reduce", xy, trunc="tmod(x + y * 7, 4)",
+        floor="mod(x + y * 7, 4)", bounded=f"tmod({fit}, 4)")
+  forms("div-add-mul-const-reduce", "RW.IDX.div-add-mul-const-reduce", xy, trunc="tdiv((x + y * 7) + 3, 4)",
+        floor="floordiv((x + y * 7) + 3, 4)", bounded=f"tdiv(({fit}) + 3, 4)")
+  forms("mod-add-mul-const-reduce", "RW.IDX.mod-add-mul-const-reduce", xy, trunc="tmod((x + y * 7) + 3, 4)",
+        floor="mod((x + y * 7) + 3, 4)", bounded=f"tmod(({fit}) + 3, 4)")
   neg = {"x": ([-5, -1, 125, -128, 127, 0, 3, 7], "int8")}
   forms("div-add-const-multiple", "RW.IDX.div-add-const-multiple", neg, trunc="tdiv(x + 8, 4)",
         neg="floordiv(x + 8, -4)")
