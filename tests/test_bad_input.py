@@ -1,5 +1,5 @@
 """The bad-input catalogue (spec/api_errors.md, issue 17): every case refuses with the class API.ERRORS gives and a
-message that starts with its clause, on PYTHON and CPU; valid edge input gives torch's value. The API.ERRORS table
+message that starts with its clause, on PYTHON, CPU and CL (where an OpenCL driver exists); valid edge input gives torch's value. The API.ERRORS table
 is read from the spec and each example run. The conformance CLI's refusals name what is wrong."""
 from __future__ import annotations
 
@@ -15,12 +15,23 @@ import torch
 
 from conformance.spec_tables import tables
 from refimpl import Context, Tensor, dtypes
+from refimpl.device import Device
 from refimpl.helpers import SpecError
 from tests import bad_input_more as more
 from tests import bad_input_tensor as tensor_cases
 
 ROOT = Path(__file__).resolve().parent.parent
-DEVICES = ["PYTHON", "CPU"]
+
+
+def _cl_driver() -> str | None:
+  """None where an OpenCL driver answers (PoCL in CI), else why not: the catalogue then runs on PYTHON and CPU only."""
+  try: Device["CL"]
+  except SpecError as e: return f"DEV.REGISTRY: no CL device here ({e})"
+  return None
+
+
+_NO_CL = _cl_driver()
+DEVICES = ["PYTHON", "CPU", pytest.param("CL", marks=pytest.mark.skipif(_NO_CL is not None, reason=_NO_CL or ""))]
 CASES = (tensor_cases.ISSUE + tensor_cases.SHAPES + tensor_cases.AXES + tensor_cases.EMPTY + tensor_cases.ELEMENTWISE
          + more.INDEXING + more.CONV + more.NN + more.LOSSES + more.STATE + more.OTHER)
 
@@ -130,3 +141,12 @@ def test_merge_of_a_missing_dir(tmp_path):
 def test_impl_that_is_not_an_adapter(spec, cls, words):
   from conformance.adapters import load_adapter
   with pytest.raises(cls, match=words): load_adapter(spec, "PYTHON")
+
+
+def test_unknown_tolerance_key_is_refused_where_the_op_is_declared():
+  """CONF.GRADE.tolerance: a key spec/accuracy.md lacks is a ValueError at declaration naming op, key and valid keys,
+  not a crash inside hypothesis later (the hung-op case of this family, CONF.GRADE.timeout, needs a process and a
+  time limit: tests/test_conformance_grade.py::test_a_hung_op_times_out_and_the_run_goes_on)."""
+  from conformance.contrib import op
+  with pytest.raises(ValueError, match=r"(?s)softer.*NO_SUCH_KEY.*EXACT"):
+    op("softer", torch="x / (1 + x.abs())", tolerance="NO_SUCH_KEY")(lambda x: x)
