@@ -1,6 +1,7 @@
 """The bad-input catalogue (spec/api_errors.md, issue 17): every case refuses with the class API.ERRORS gives and a
-message that starts with its clause, on PYTHON, CPU and CL (where an OpenCL driver exists); valid edge input gives torch's value. The API.ERRORS table
-is read from the spec and each example run. The conformance CLI's refusals name what is wrong."""
+message that starts with its clause, on PYTHON, CPU and CL (where an OpenCL driver exists); valid edge input gives
+torch's value. The API.ERRORS table is read from the spec and each example run. The conformance CLI's refusals name
+what is wrong."""
 from __future__ import annotations
 
 import builtins
