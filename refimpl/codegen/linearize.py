@@ -30,6 +30,20 @@ class _Registers:
       if u.op is Ops.REDUCE: self.groups.setdefault(u.src[1:], []).append(u)
     self.count = 0
     self.result: dict[UOp, UOp] = {}
+    # each register's init STORE -> the RANGEs around its REDUCE (EXEC.THREAD.reduce: a reduction nested in another
+    # reduction's loop starts again from the identity in every iteration of the outer loop). The init's own sources
+    # are constants, so without this it would be placed before every loop, once.
+    self.anchors: dict[UOp, frozenset] = {}
+    self._free: dict[UOp, frozenset] = {}
+
+  def free_ranges(self, u: UOp) -> frozenset:
+    """The RANGEs whose index the value of `u` depends on: a REDUCE's (or END's) own ranges are closed by it."""
+    if u not in self._free:
+      rs = frozenset().union(*(self.free_ranges(s) for s in u.src)) if u.src else frozenset()
+      if u.op is Ops.RANGE: rs = rs | {u}
+      if u.op in (Ops.REDUCE, Ops.END): rs = rs - set(u.src[1:])
+      self._free[u] = rs
+    return self._free[u]
 
 
 def _reduce_to_register(ctx: _Registers, r: UOp) -> UOp:
@@ -43,6 +57,7 @@ def _reduce_to_register(ctx: _Registers, r: UOp) -> UOp:
       ctx.count += 1
       slot = UOp(Ops.INDEX, acc.dtype, (acc, UOp.const(dtypes.int32, 0)))
       init = UOp(Ops.STORE, dtypes.void, (slot, identity(m.arg, m.dtype)))
+      if (outer := ctx.free_ranges(m.src[0]) - set(rngs)): ctx.anchors[init] = outer
       # read inside the loop: after init, in every iteration, and after the previous member's update (one END)
       current = UOp(Ops.LOAD, m.dtype, (slot, init, *((update,) if update is not None else ()), *rngs))
       update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(m.arg, m.src[0])))
@@ -56,11 +71,13 @@ def _reduce_to_register(ctx: _Registers, r: UOp) -> UOp:
 reduce_to_register = PatternMatcher([(UPat(Ops.REDUCE, name="r"), _reduce_to_register, "EXEC.THREAD.reduce")])
 
 
-def _open_ranges(order: list[UOp]) -> dict[UOp, frozenset]:
-  """For each node, the RANGEs it lies inside: those its sources depend on and no END among them closed."""
+def _open_ranges(order: list[UOp], anchors: dict[UOp, frozenset]) -> dict[UOp, frozenset]:
+  """For each node, the RANGEs it lies inside: those its sources depend on (and, for a register's init, those around
+  its REDUCE) and no END among them closed."""
   inside: dict[UOp, frozenset] = {}
   for u in order:
     rs = frozenset().union(*(inside[s] for s in u.src)) if u.src else frozenset()
+    rs = rs | anchors.get(u, frozenset())
     if u.op is Ops.RANGE: rs = rs | {u}
     if u.op is Ops.END: rs = rs - set(u.src[1:])
     inside[u] = rs
@@ -69,9 +86,10 @@ def _open_ranges(order: list[UOp]) -> dict[UOp, frozenset]:
 
 def linearize(sink: UOp) -> list[UOp]:
   """The flat program for kernel-level `sink` (the SINK itself is not part of it)."""
-  sink = graph_rewrite(sink, reduce_to_register, ctx=_Registers(sink), top_down=True, name="reduce_to_register")
+  regs = _Registers(sink)
+  sink = graph_rewrite(sink, reduce_to_register, ctx=regs, top_down=True, name="reduce_to_register")
   order = [u for u in sink.toposort() if u is not sink]
-  inside = _open_ranges(order)
+  inside = _open_ranges(order, regs.anchors)
   pos = {u: i for i, u in enumerate(order)}
   users: dict[UOp, list[UOp]] = {u: [] for u in order}
   waiting: dict[UOp, int] = {}   # sources not yet placed
