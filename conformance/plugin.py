@@ -166,17 +166,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       item.stash[_EXPECTED] = True
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)   # outside hypothesis's own pytest_runtest_call wrapper
 def pytest_runtest_call(item: pytest.Item):
-  """An expected failure runs without hypothesis's shrinking phase: its failing example is known, and shrinking it
-  (minutes per test where a NaN shrinks slowly) would only cost time. `@given` fixed the test's settings when it
-  decorated the test, so they are swapped on the test function itself (the attribute hypothesis's pytest plugin
-  reads and derives a parametrized test's settings from) and put back after."""
+  """Each test starts from the settings `@given` gave its function, and they are put back after it. Hypothesis's pytest
+  plugin derives a parametrized test's settings from the function's at each call and leaves the derived ones on the
+  function, so over ~1000 parametrizations of one test in a process (test_forward has ~1900) the chain of parents
+  grew past Python's recursion limit and every later test failed with RecursionError; restoring after each test keeps
+  it one deep. An expected failure also runs without hypothesis's shrinking phase: its failing example is known, and
+  shrinking it (minutes per test where a NaN shrinks slowly) would only cost time."""
   test = getattr(item, "obj", None)
-  if not item.stash.get(_EXPECTED, False) or not is_hypothesis_test(test):
+  if not is_hypothesis_test(test):
     yield
     return
-  previous = test._hypothesis_internal_use_settings
-  test._hypothesis_internal_use_settings = settings(previous, phases=(Phase.explicit, Phase.generate))
+  fn = getattr(test, "__func__", test)
+  previous = fn._hypothesis_internal_use_settings
+  if item.stash.get(_EXPECTED, False):
+    fn._hypothesis_internal_use_settings = settings(previous, phases=(Phase.explicit, Phase.generate))
   try: yield
-  finally: test._hypothesis_internal_use_settings = previous
+  finally: fn._hypothesis_internal_use_settings = previous
