@@ -62,6 +62,17 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
 
+def _forget_pools_after_fork() -> None:
+  """A forked child (the suite's crash-guarded helper, CONF.PROGRAM.crash) has none of its parent's pool threads: an
+  inherited pool would queue work no thread ever runs, and the child would wait forever. It starts with no pools."""
+  global _POOLS_LOCK
+  _POOLS.clear()
+  _POOLS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pools_after_fork)
+
+
 def _pool(n: int) -> ThreadPoolExecutor:
   """A persistent pool of `n` threads (ctypes releases the GIL while a kernel runs, so they run in parallel). Its
   threads run compiled kernels only, through ctypes on raw buffer addresses: no Python object of refimpl is touched
