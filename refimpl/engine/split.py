@@ -68,11 +68,13 @@ def _fold(seq: UOp, op: Ops, tail: UOp | None, block: int, chain_max: int) -> UO
   return _fold(results, op, last, block, chain_max)
 
 
-def blocked(r: UOp, block: int = BLOCK, chain_max: int = CHAIN_MAX) -> UOp:
+def blocked(r: UOp, block: int | None = None, chain_max: int | None = None) -> UOp:
   """REDUCE_AXIS `r` rewritten to the blocked order of EXEC.REDUCE.blocked, or `r` itself when it reduces at most
   `chain_max` values per output (or has a symbolic shape). The values of an output are those of the reduced axes in
   row-major order, the axes in the order `r` names them (the Tensor names them in increasing order), which is the
-  nesting of the loops that lowering makes for them: for up to `chain_max` values the split changes nothing."""
+  nesting of the loops that lowering makes for them: for up to `chain_max` values the split changes nothing. `block`
+  and `chain_max` default to the clause's BLOCK and CHAIN_MAX (read when called, so tests can shrink them)."""
+  block, chain_max = block or BLOCK, chain_max or CHAIN_MAX
   op, axes = r.arg
   x = r.src[0]
   shape = x.shape
@@ -86,7 +88,7 @@ def blocked(r: UOp, block: int = BLOCK, chain_max: int = CHAIN_MAX) -> UOp:
   return _reshape(_fold(flat, op, None, block, chain_max), r.shape)
 
 
-def split_reductions(roots: list[UOp], block: int = BLOCK, chain_max: int = CHAIN_MAX) -> dict[UOp, UOp]:
+def split_reductions(roots: list[UOp], block: int | None = None, chain_max: int | None = None) -> dict[UOp, UOp]:
   """EXEC.REDUCE.blocked: for every node of the graphs under `roots` that the split changes, its replacement (the long
   reductions, and every node above one). Empty when no reduction is longer than `chain_max` values per output."""
   memo: dict[UOp, UOp] = {}
