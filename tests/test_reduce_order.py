@@ -31,9 +31,10 @@ def _cl_skip() -> str | None:
 
 
 HAVE_CC = shutil.which(os.environ.get("CC", "cc")) is not None
+CL_SKIP = _cl_skip()   # opened once, at collection
 DEVICES = [pytest.param("PYTHON"),
            pytest.param("CPU", marks=pytest.mark.skipif(not HAVE_CC, reason="DEV.COMPILE: no C compiler for CPU")),
-           pytest.param("CL", marks=pytest.mark.skipif(bool(_cl_skip()), reason=str(_cl_skip())))]
+           pytest.param("CL", marks=pytest.mark.skipif(CL_SKIP is not None, reason=str(CL_SKIP)))]
 _OPS = {"sum": np.add, "prod": np.multiply, "max": np.maximum}
 _ID = {"sum": 0, "prod": 1}
 
