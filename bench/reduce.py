@@ -61,7 +61,8 @@ def cases(rng, with_torch: bool, with_tinygrad: bool) -> dict:
   rx, rm = Tensor(x, device="CPU").realize(), Tensor(m, device="CPU").realize()
   got, want = rx.sum().numpy(), blocked_sum(x)
   same = got.tobytes() == want.tobytes()
-  print(f"refimpl's sum 16M: {got!r}, blocked order (EXEC.REDUCE.blocked): {want!r}: {'same' if same else 'OTHER'} bits")
+  print(f"refimpl's sum 16M: {got!r}, blocked order (EXEC.REDUCE.blocked): {want!r}: "
+        f"{'same' if same else 'OTHER'} bits")
   out = {"sum 16M": {"refimpl": lambda: rx.sum().realize(), "numpy": lambda: x.sum()},
          "softmax 4096x4096": {"refimpl": lambda: rm.softmax(-1).realize()}}
   if with_torch:
