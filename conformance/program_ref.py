@@ -221,7 +221,9 @@ def _reduce(step: Step, x: Ref) -> Ref:
     v = m if step.op == "max" else (-m if x.is_float else -m - 1)
     e = np.max(x.e, axis=axes, keepdims=keep, initial=0.0) if axes else x.e.copy()
     return _finish(v, e, det, x.dt, rounds=False)
-  # sum: float64 in torch, + 0.0 as the spec's fold starts from +0.0 (EXEC.THREAD.reduce)
+  # sum: float64 in torch, + 0.0 as the spec's fold starts from +0.0 (EXEC.THREAD.reduce; every block and the chain
+  # over the blocks of EXEC.REDUCE.blocked as well, so no order gives -0.0); the ACC.SUM bound below is that of one
+  # chain of n terms, which also covers the blocked order's fewer roundings per term
   t = torch.from_numpy(np.array(x.v, order="C"))
   with np.errstate(all="ignore"):
     # no axes (a 0-d value): nothing is reduced and the value passes unchanged, -0.0 included

@@ -10,7 +10,8 @@ for the row's right side.
 
 Reductions: EXEC.THREAD.reduce and EXEC.OPT.exact say a sum folds left to right in increasing index, one float32
 rounding per step, whatever the optimiser does; a numpy float32 fold in that order must equal refimpl's realized sums
-and matmuls bit for bit, on inputs where the order changes the result.
+and matmuls bit for bit, on inputs where the order changes the result. The sums here have at most 2**16 terms per
+output, so EXEC.REDUCE.blocked makes them one chain; tests/test_reduce_order.py checks the blocked order above.
 """
 from __future__ import annotations
 

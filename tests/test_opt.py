@@ -230,6 +230,22 @@ def test_heuristic_choices():
   assert heuristic(add, "CPU") == (Opt(U, 0, 8),)
 
 
+def test_heuristic_accumulators_for_row_sums():
+  """EXEC.OPT.default: a reduction whose loads no output axis shares (row sums, the blocks of a blocked sum) gets
+  independent accumulators: 8 lanes when the output has at least 1024 elements, 4 below, so that a small output still
+  has threads for both cores; the loop is unrolled by 4 either way."""
+  def rows_ast(m: int, k: int):
+    return Tensor(np.ones((m, k), np.float32), device="PYTHON").sum(1).schedule()[-1].ast
+  assert heuristic(rows_ast(4096, 64), "CPU") == (Opt(U, 0, 8), Opt(R, 0, 4))
+  assert heuristic(rows_ast(1024, 64), "CPU") == (Opt(U, 0, 8), Opt(R, 0, 4))
+  assert heuristic(rows_ast(1023, 64), "CPU") == (Opt(U, 0, 4), Opt(R, 0, 4))
+  assert heuristic(rows_ast(64, 4096), "CPU") == (Opt(U, 0, 4), Opt(R, 0, 4))
+  # a blocked sum of 16M values (EXEC.REDUCE.blocked): 8192 blocks of 2048 at 8 chains per thread, then the chain
+  # over the 8192 block results, too small a kernel for any option
+  big = Tensor.empty(1 << 24, device="PYTHON").sum().schedule()
+  assert [heuristic(si.ast, "CPU") for si in big] == [(Opt(U, 0, 8), Opt(R, 0, 4)), ()]
+
+
 def test_renderers_write_index_math_plainly_and_unroll_pragmas():
   """DEV.C.nowrap: index arithmetic that cannot overflow is C's signed arithmetic, a division by a constant is C's
   `/`; arithmetic on loaded values still wraps through unsigned types (DEV.C.wrap). EXEC.OPT.unroll: each language

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from refimpl.dtype import dtypes
 from refimpl.engine.pack import pack_operands
+from refimpl.engine.split import split_reductions
 from refimpl.helpers import SpecError
 from refimpl.uop import Ops, GroupOp
 from refimpl.uop import capture as viz_capture
@@ -260,9 +261,15 @@ def _kernelize(roots: list[UOp]) -> dict[UOp, UOp]:
   """For each root, the graph that computes it as ASSIGN(BUFFER, KERNEL), reshaped to the root's shape; and for each
   pending assign the roots depend on, the graph of its target buffer after the write (so that realize can retire
   it: an assign that has run must never run again). Keys are the nodes as given, also where the packing pass
-  (EXEC.SCHED.pack, pack.py) has rebuilt them with a panel copy of an operand."""
+  (EXEC.SCHED.pack, pack.py) has rebuilt them with a panel copy of an operand or the split of long reductions
+  (EXEC.REDUCE.blocked, split.py) with their blocked order."""
   packed = pack_operands(roots, device_of)
-  given, roots = roots, [packed.get(r, r) for r in roots]
+  roots1 = [packed.get(r, r) for r in roots]
+  # EXEC.REDUCE.blocked: long reductions in their blocked order, on every device, before kernels are cut
+  split = split_reductions(roots1)
+  given, roots = roots, [split.get(r, r) for r in roots1]
+  rebuilt = {old: split.get(new, new) for old, new in packed.items()}
+  for old, new in split.items(): rebuilt.setdefault(old, new)
   order = _materialize_set(roots)
   assigns = [m for m in order if is_pending_assign(m)]
   writers: dict[UOp, UOp] = {}
@@ -284,7 +291,7 @@ def _kernelize(roots: list[UOp]) -> dict[UOp, UOp]:
     via_temp.add(blocked[0])
   result = {g: done.get(r, r) for g, r in zip(given, roots)}
   result.update({a: done[a] for a in assigns})
-  result.update({old: done[new] for old, new in packed.items() if new in done and is_pending_assign(old)})
+  result.update({old: done[new] for old, new in rebuilt.items() if new in done and is_pending_assign(old)})
   return result
 
 

