@@ -318,7 +318,8 @@ def heuristic(ast: UOp, device: str) -> tuple[Opt, ...]:
   CL device that is a CPU), for kernels of at least SMALL_WORK loop iterations: elementwise kernels compute 8
   consecutive outputs per thread (a loop body the C compiler vectorises); kernels with a reduction get a 4x8 tile over
   the last two axes along which loads are shared (8 outputs when one axis shares, 4 outputs of the last axis when none
-  does, for independent accumulators), and their last reduce loop is unrolled by 4 when 4 divides it."""
+  does, for independent accumulators), and their last reduce loop is unrolled by 4 when 4 divides it; a single reduce
+  loop of at least LONG_SUM steps (a matmul) gets an 8x8 tile instead, not unrolled, walked in strips (_strip)."""
   kind = device.partition(":")[0]
   if kind == "PYTHON": return ()
   lay = layout(ast)
