@@ -12,7 +12,7 @@ kernel AST with a list of options (`Opt`) instead:
   order.
 - `LOCAL(0, k)` (EXEC.OPT.local): work-groups of k threads, thread id gidx0*k + lidx0 (GPUs).
 - `STRIP(axis, w)` (EXEC.OPT.strip): threads walk the output in strips of w thread positions along `axis`, every
-  other axis inside a strip before the next strip starts (a matmul's B panels of a strip stay in the L2 cache).
+  other axis inside a strip before the next strip starts (a matmul's B panels of a strip are read again while cached).
 
 Lanes and threads past the end of the output are clamped onto its last element and their stores gated off
 (EXEC.OPT.tail). No option changes the order in which any output's reduction folds its values (EXEC.THREAD.reduce), so
@@ -287,9 +287,9 @@ def _strip(lay: Layout, opts: list[Opt], shared: list[frozenset[int]], itemsize:
   """EXEC.OPT.default's STRIP for a tile over axes (a, b) (`opts`' two UPCASTs): strips along b as wide as keeps the
   loads shared along a (a matmul's B panels) of a whole strip within STRIP_BYTES, so that they stay cached while the
   threads of the strip walk a; none where all of them fit at once."""
-  a, b = (o.axis for o in opts if o.op is OptOps.UPCAST)
+  (a, _), (b, lanes_b) = ((o.axis, o.amount) for o in opts if o.op is OptOps.UPCAST)
   counts = thread_counts(lay.shape, tuple(opts))
-  per_thread = math.prod(lay.reduce_sizes) * opts[1].amount * sum(itemsize[i] for i in shared[a])
+  per_thread = math.prod(lay.reduce_sizes) * lanes_b * sum(itemsize[i] for i in shared[a])
   fits = STRIP_BYTES // max(per_thread, 1)
   if not shared[a] or counts[a] < 2 or fits >= counts[b]: return []
   return [Opt(OptOps.STRIP, b, next(w for w in range(max(fits, 1), 0, -1) if counts[b] % w == 0))]

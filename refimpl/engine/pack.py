@@ -21,6 +21,7 @@ stride of at least MIN_STRIDE elements along the sum (a row of `b` per step); no
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from refimpl.helpers import knob
