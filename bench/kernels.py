@@ -71,6 +71,17 @@ def cases(sizes: list[int], rng) -> list[tuple]:
   return out
 
 
+def blas() -> str:
+  """Which BLAS kernel numpy's `@` runs on how many threads (OPENBLAS_CORETYPE can pick a slower one than the CPU
+  has), and the OPENBLAS_* settings in the environment."""
+  env = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("OPENBLAS")) or "no OPENBLAS_* set"
+  try: from threadpoolctl import threadpool_info
+  except ImportError: return f"{env} (threadpoolctl not installed)"
+  libs = [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture', '')} on {i.get('num_threads')} threads"
+          for i in threadpool_info() if i.get("user_api") == "blas"]
+  return f"{', '.join(libs) or 'no BLAS found'}; {env}"
+
+
 def opens(device: str) -> bool:
   try:
     Device[device]
@@ -87,7 +98,9 @@ def main() -> None:
   ap.add_argument("--runs", type=int, default=5)
   args = ap.parse_args()
   rng = np.random.default_rng(0)
-  print(f"cores: {os.cpu_count()}, CPU_THREADS={os.environ.get('CPU_THREADS', 'all')}, best of {args.runs}")
+  print(f"cores: {os.cpu_count()}, CPU_THREADS={os.environ.get('CPU_THREADS', 'all')}, best of {args.runs}, "
+        f"load average {os.getloadavg()[0]:.1f}")
+  print(f"numpy: {blas()}")
   print(f"{'case':12s} {'device':6s} {'mode':8s} {'ours':>10s} {'numpy':>10s} {'ratio':>6s} {'setup s':>8s}  same bits")
   for name, unit, work, make, ref in cases([int(s) for s in args.sizes.split(",")], rng):
     np_rate = work / best_of(ref, args.runs) / 1e9

@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # every test file that opens the CL device; -k keeps the CL tests of the files that test other devices too
-CL_FILES = ["tests/test_cl.py", "tests/test_bounds_mode.py", "tests/test_copy.py", "tests/test_opt.py"]
+CL_FILES = ["tests/test_cl.py", "tests/test_bounds_mode.py", "tests/test_copy.py", "tests/test_opt.py",
+            "tests/test_matmul_tile.py"]
 
 
 def test_cl_tests_skip_with_the_reason_when_no_driver_exists(tmp_path):

@@ -9,7 +9,8 @@ import pytest
 
 from refimpl import Tensor
 from refimpl.codegen import search
-from refimpl.codegen.opt import MAX_LANES, Opt, OptOps, check_opts, heuristic, layout, runs_on_cpu
+from refimpl.codegen.lowerer import INDEX_DTYPE
+from refimpl.codegen.opt import MAX_LANES, Opt, OptOps, check_opts, heuristic, layout, runs_on_cpu, thread_positions
 from refimpl.codegen.search import build_program
 from refimpl.device import Device
 from refimpl.engine import realize
@@ -18,10 +19,12 @@ from refimpl.renderer.cstyle import CRenderer
 from refimpl.renderer.cuda import CUDARenderer
 from refimpl.renderer.opencl import OpenCLRenderer
 from refimpl.uop import Ops
+from refimpl.uop.ops import UOp, graph_rewrite
+from refimpl.uop.symbolic import symbolic
 
 HAVE_CC = shutil.which(os.environ.get("CC", "cc")) is not None
 needs_cc = pytest.mark.skipif(not HAVE_CC, reason="DEV.COMPILE: no C compiler ($CC or cc): the CPU cannot compile")
-U, R, L = OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL
+U, R, L, S = OptOps.UPCAST, OptOps.UNROLL, OptOps.LOCAL, OptOps.STRIP
 
 
 def data(seed: int, shape, dt=np.float32) -> np.ndarray:
@@ -116,6 +119,10 @@ EXPLICIT = [
   ("softmax", (Opt(U, 0, 4),)),
   ("int_sum", (Opt(U, 0, 4), Opt(R, 0, 4))),
   ("half_sum", (Opt(U, 0, 8), Opt(R, 0, 4))),
+  ("matmul_odd", (Opt(U, 0, 4), Opt(U, 1, 8), Opt(S, 0, 5))),   # EXEC.OPT.strip: 10 x 6 threads, strips of rows
+  ("matmul", (Opt(U, 0, 8), Opt(U, 1, 8), Opt(R, 0, 4), Opt(S, 1, 2))),
+  ("conv", (Opt(U, 1, 4), Opt(U, 3, 4), Opt(R, 2, 3), Opt(S, 3, 1))),
+  ("matmul_odd", (Opt(U, 0, 3), Opt(U, 1, 4), Opt(L, 0, 7), Opt(S, 1, 4))),   # strips, tails and a work-group tail
 ]
 
 
@@ -209,19 +216,46 @@ def test_invalid_options_are_refused():
   lay = layout(matmul_ast(8, 6, 4))
   assert lay.shape == (8, 4) and lay.reduce_sizes == (6,)
   bad = [(Opt(U, 2, 2),), (Opt(U, 0, 2), Opt(U, 0, 4)), (Opt(R, 0, 4),), (Opt(R, 1, 2),), (Opt(L, 0, 2000),),
-         (Opt(U, 0, 8), Opt(U, 1, 16)), (Opt(U, 0, 1),)]
+         (Opt(U, 0, 8), Opt(U, 1, 16)), (Opt(U, 0, 1),),
+         # EXEC.OPT.strip: no axis 2; a width that does not divide the 4 threads along axis 1, or is not smaller than
+         # them (after the UPCAST, 2); width 0; two strips
+         (Opt(S, 2, 1),), (Opt(S, 1, 3),), (Opt(S, 1, 4),), (Opt(U, 1, 2), Opt(S, 1, 2)), (Opt(S, 0, 0),),
+         (Opt(S, 0, 2), Opt(S, 1, 2))]
   assert 8 * 16 > MAX_LANES
   for opts in bad:
     with pytest.raises(SpecError) as e: check_opts(lay, opts)
     assert e.value.clause == "EXEC.OPT.valid"
   check_opts(lay, (Opt(U, 0, 8), Opt(U, 1, 4), Opt(R, 0, 3), Opt(L, 0, 16)))
+  check_opts(lay, (Opt(U, 0, 2), Opt(S, 0, 2)))
+  x = Tensor(np.ones((6, 50), np.float32), device="PYTHON")
+  with pytest.raises(SpecError, match="no other axis"): check_opts(layout(x.sum(1).schedule()[-1].ast), (Opt(S, 0, 2),))
 
+
+def test_strip_orders_threads_strip_by_strip():
+  """EXEC.OPT.strip: STRIP(1, 2) over 3 x 4 thread positions: thread ids run down the rows of columns 0-1, then of
+  columns 2-3; without a strip, row by row."""
+  counts = (3, 4)
+
+  def order(strip):
+    out = []
+    for t in range(12):
+      pos = thread_positions(UOp.const(INDEX_DTYPE, t), counts, strip)
+      out.append(tuple(graph_rewrite(p, symbolic).arg for p in pos))
+    return out
+  assert order(Opt(S, 1, 2)) == [(r, s * 2 + c) for s in range(2) for r in range(3) for c in range(2)]
+  assert order(None) == [(r, c) for r in range(3) for c in range(4)]
+  assert order(Opt(S, 0, 1)) == [(r, c) for r in range(3) for c in range(4)]   # strips of one row: row-major again
 
 def test_heuristic_choices():
   """EXEC.OPT.default: a tile and an unrolled loop for a big matmul on CPU, 8 lanes for a big elementwise kernel,
   nothing for small kernels or on PYTHON, work-groups on GPUs."""
   mm = matmul_ast(64, 64, 64)
   assert heuristic(mm, "CPU") == (Opt(U, 0, 4), Opt(U, 1, 8), Opt(R, 0, 4))
+  # a sum of >= 256 steps: the 8 x 8 tile, its loop not unrolled; B's panels of 512 x 8 float32 (16 KiB per thread
+  # column) in strips of 64 columns (1 MiB, STRIP_BYTES) where B (4 MiB) does not fit at once; no strip where it does
+  assert heuristic(matmul_ast(16, 512, 2048), "CPU") == (Opt(U, 0, 8), Opt(U, 1, 8), Opt(S, 1, 64))
+  assert heuristic(matmul_ast(64, 256, 64), "CPU") == (Opt(U, 0, 8), Opt(U, 1, 8))
+  assert heuristic(matmul_ast(16, 4096, 120), "CPU")[2] == Opt(S, 1, 5)   # 8 columns would fit; 5 divides 15
   assert heuristic(mm, "PYTHON") == ()
   assert heuristic(mm, "CUDA") == (Opt(L, 0, 128),) and heuristic(matmul_ast(3, 5, 7), "CUDA") == (Opt(L, 0, 21),)
   assert heuristic(matmul_ast(4, 4, 4), "CPU") == ()

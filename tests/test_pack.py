@@ -41,44 +41,84 @@ def _run(fn, *arrays, env: dict[str, str] | None = None, device="CPU"):
   return names, out
 
 
-@pytest.mark.parametrize("shapes", [((16, 512), (512, 512)), ((9, 600), (600, 520)), ((3, 8, 512), (3, 512, 520)),
-                                    ((2, 5, 512), (512, 512))], ids=["square", "tails", "batched", "broadcast"])
-def test_packed_matmul_gives_the_same_bits(shapes):
-  """EXEC.SCHED.pack: a matmul whose right operand has rows of >= 512 elements gets one panel copy before it, and its
-  result has the bits of the unpacked kernel (PACK=0) and of the unoptimised one (NOOPT=1); a broadcast operand
-  (the last case: one matrix for every batch) is packed once, not once per batch."""
-  a, b = _data(*shapes[0]), _data(*shapes[1])
-  names, got = _run(lambda x, y: x @ y, a, b)
-  assert len(names) == 2 and names[0].startswith("E_") and names[1].startswith("r_"), names
-  panel_elems = np.prod(shapes[1])   # the copy kernel is named after its shape: it stores b's elements once
-  assert np.prod([int(n) for n in names[0].split("_")[1:]]) == panel_elems
+def _stored(shape, transposed: bool, dt=np.float32) -> np.ndarray:
+  """Values for an operand of `shape`, stored transposed (read through .T) when `transposed`."""
+  if np.issubdtype(dt, np.integer): x = RNG.integers(-1000, 1000, shape[::-1] if transposed else shape).astype(dt)
+  else: x = RNG.standard_normal(shape[::-1] if transposed else shape).astype(dt)
+  return x
+
+
+# (a's shape, b's shape, a and b stored transposed, dtype) -> which operands the pass packs
+PACKED = {
+  "square": (((16, 512), (512, 512), False, False, np.float32), "ab"),
+  "tails": (((9, 601), (601, 520), False, False, np.float32), "b"),       # 9 rows: no panel of 8
+  "batched": (((3, 16, 512), (3, 512, 520), False, False, np.float32), "ab"),
+  "batched-b-read-once": (((3, 8, 512), (3, 512, 520), False, False, np.float32), "a"),   # one tile row reads b
+  "broadcast": (((2, 5, 512), (512, 512), False, False, np.float32), "b"),   # b once for both batches
+  "transposed": (((600, 512), (512, 520), True, True, np.float32), "ab"),
+  "a-transposed-short-rows": (((24, 512), (512, 8), True, False, np.float32), ""),
+  "float64": (((16, 512), (512, 520), False, False, np.float64), "ab"),
+  "int32": (((16, 512), (512, 520), False, False, np.int32), "ab"),
+  "float16": (((16, 512), (512, 520), False, False, np.float16), "ab"),   # the product is cast to float32 and summed
+}
+
+
+@pytest.mark.parametrize("case", sorted(PACKED))
+def test_packed_matmul_gives_the_same_bits(case):
+  """EXEC.SCHED.pack: a matmul gets one panel copy before it per packed operand (a: lanes a row apart; b: rows of >=
+  512 elements; each read by more than 8 outputs per element), and its result has the bits of the unpacked kernel
+  (PACK=0) and of the unoptimised one (NOOPT=1); a broadcast operand (one matrix for every batch) is packed once, not
+  once per batch."""
+  (sa, sb, ta, tb, dt), which = PACKED[case]
+  a, b = _stored(sa, ta, dt), _stored(sb, tb, dt)
+
+  def mm(x, y): return (x.T if ta else x) @ (y.T if tb else y)
+  names, got = _run(mm, a, b)
+  assert len(names) == 1 + len(which) and names[-1].startswith("r_") and all(n.startswith("E_") for n in names[:-1])
+  # each copy kernel is named after its shape: it stores its operand's elements once
+  copied = sorted(np.prod([int(n) for n in name.split("_")[1:]]) for name in names[:-1])
+  assert copied == sorted(np.prod({"a": sa, "b": sb}[w]) for w in which), (names, which)
   for env in ({"PACK": "0"}, {"NOOPT": "1"}):
-    other_names, other = _run(lambda x, y: x @ y, a, b, env=env)
+    other_names, other = _run(mm, a, b, env=env)
     assert len(other_names) == 1, (env, other_names)
     assert other.tobytes() == got.tobytes(), env
-  np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+  want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+  if dt == np.int32: assert (got == want.astype(np.int64).astype(np.int32)).all()   # |values| < 2**31: exact
+  else: np.testing.assert_allclose(got, want, rtol=1e-2 if dt == np.float16 else 1e-4, atol=0.5 if dt == np.float16
+                                   else 1e-3)
 
 
-@pytest.mark.parametrize("case", ["small", "short-reduce", "unit-stride", "lanes-not-multiple", "python"])
+@pytest.mark.parametrize("case", ["small", "short-reduce", "short-rows", "lanes-not-multiple", "read-once",
+                                  "python"])
 def test_pass_does_not_apply(case):
-  """EXEC.SCHED.pack applies only on the CPU, to operands read with a large stride along a long sum and stride 1 along
-  the lanes, whose size is a multiple of 8."""
+  """EXEC.SCHED.pack applies only on the CPU, to operands summed over at least 256 steps, whose lanes are a multiple
+  of 8, that more than 8 outputs read, and that are read with lanes apart or rows of at least 512 elements."""
   a, b, fn, device = _data(8, 64), _data(64, 64), (lambda x, y: x @ y), "CPU"
-  if case == "short-reduce": a, b = _data(8, 128), _data(128, 1024)          # stride 1024, but only 128 steps
-  if case == "unit-stride": a, b, fn = _data(8, 512), _data(512, 512), (lambda x, y: x @ y.T)   # b.T: stride 1
-  if case == "lanes-not-multiple": a, b = _data(8, 512), _data(512, 515)
-  if case == "python": a, b, device = _data(4, 300), _data(300, 512), "PYTHON"
+  if case == "short-reduce": a, b = _data(16, 128), _data(128, 1024)       # stride 1024, but only 128 steps
+  if case == "short-rows": a, b = _data(12, 512), _data(512, 64)   # b: rows of 64 stay cached; a: 12 rows, no panel
+  if case == "lanes-not-multiple": a, b = _data(7, 512), _data(512, 515)
+  if case == "read-once": a, b = _data(8, 512), _data(512, 8)               # one 8 x 8 tile reads each operand once
+  if case == "python": a, b, device = _data(16, 300), _data(300, 512), "PYTHON"
   names = _names(fn(Tensor(a, device=device), Tensor(b, device=device)))
   assert len(names) == 1, names
 
 
-def test_packed_index_has_no_division():
-  """The panel's index reduces to panel * 8K + k * 8 + lane (RW.IDX.*-multiple rules): the matmul kernel's program has
-  no CDIV or CMOD inside its reduce loop."""
+@pytest.mark.parametrize("shapes,kernels", [(((16, 512), (512, 1024)), 3), (((3, 16, 512), (3, 512, 520)), 3),
+                                            (((37, 600), (600, 520)), 2)], ids=["square", "batched", "tails"])
+def test_packed_index_has_no_division(shapes, kernels):
+  """The panels' indices reduce to panel * 8K + k * 8 + lane (RW.IDX.*-multiple rules): the matmul kernel's program,
+  with both operands packed, the 8 x 8 tile and strips (EXEC.OPT.default, EXEC.OPT.strip), has no CDIV or CMOD inside
+  its reduce loop; nor where the tile's rows pass the end of the output (37 rows: a unpacked, its lanes clamped)."""
+  from refimpl.codegen.opt import OptOps
   from refimpl.codegen.search import build_program, choose_opts
-  x, y = Tensor(_data(16, 512), device="CPU").realize(), Tensor(_data(512, 512), device="CPU").realize()
-  kernel = [si for si in (x @ y).schedule() if si.arg.name.startswith("r_")][0]
-  program, _ = build_program(kernel.arg.name, kernel.ast, choose_opts("CPU", kernel.ast))
+  x, y = Tensor(_data(*shapes[0]), device="CPU").realize(), Tensor(_data(*shapes[1]), device="CPU").realize()
+  schedule = (x @ y).schedule()
+  assert len(schedule) == kernels
+  kernel = schedule[-1]
+  opts = choose_opts("CPU", kernel.ast)
+  assert {o.op for o in opts} >= {OptOps.UPCAST, OptOps.STRIP} and [o.amount for o in opts if o.op is OptOps.UPCAST] \
+    == [8, 8], opts
+  program, _ = build_program(kernel.arg.name, kernel.ast, opts)
   depth, inside = 0, []
   for u in program.uops:
     if u.op is Ops.RANGE: depth += 1

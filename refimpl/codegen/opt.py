@@ -11,6 +11,8 @@ kernel AST with a list of options (`Opt`) instead:
   iterations that the compiler is asked to unroll; the index is outer*k + inner, so values are folded in the same
   order.
 - `LOCAL(0, k)` (EXEC.OPT.local): work-groups of k threads, thread id gidx0*k + lidx0 (GPUs).
+- `STRIP(axis, w)` (EXEC.OPT.strip): threads walk the output in strips of w thread positions along `axis`, every
+  other axis inside a strip before the next strip starts (a matmul's B panels of a strip are read again while cached).
 
 Lanes and threads past the end of the output are clamped onto its last element and their stores gated off
 (EXEC.OPT.tail). No option changes the order in which any output's reduction folds its values (EXEC.THREAD.reduce), so
@@ -39,21 +41,29 @@ MAX_LANES = 64         # EXEC.OPT.valid: at most this many outputs per thread (r
 MAX_UNROLL = 16
 ACC_LANES = 8          # EXEC.OPT.default: accumulators per thread of a reduction whose loads no output axis shares,
 ACC_LANES_MIN = 1024   # when the output has at least this many elements (else 4)
+LONG_SUM = 256        # EXEC.OPT.default: a single reduce loop this long gets the 8 x 8 tile (the panels' length,
+                      # refimpl/engine/pack.py MIN_REDUCE)
+STRIP_BYTES = 1 << 20   # EXEC.OPT.strip: the bytes of shared loads (B's panels) a strip walks: the 1 MiB L2 of
+                        # this machine's Zen 4 core. Narrower strips keep B in L2 but re-read all of A once per strip (A
+                        # does not stay in L3 beside B and the other jobs); measured, matmul 2048 on one thread:
+                        # strips of 4, 8, 16, 32 panels (256 KiB .. 2 MiB) ran 63, 71, 77, 78 GFLOPS (docs/cpu-speed.md)
 SMALL_WORK = 2 ** 14   # EXEC.OPT.default: below this many loop iterations in all, a kernel runs as lowered (a bigger
                        # source would cost more to compile than the launch could gain)
 
 
 class OptOps(Enum):
-  """The kinds of option: UPCAST an output axis, UNROLL a reduce loop, LOCAL work-group size."""
+  """The kinds of option: UPCAST an output axis, UNROLL a reduce loop, LOCAL work-group size, STRIP the thread
+  order."""
   UPCAST = "UPCAST"
   UNROLL = "UNROLL"
   LOCAL = "LOCAL"
+  STRIP = "STRIP"
 
 
 @dataclass(frozen=True)
 class Opt:
-  """One option: `op` on `axis` (an axis of the layout shape for UPCAST, a reduce loop number for UNROLL, 0 for
-  LOCAL) with `amount`."""
+  """One option: `op` on `axis` (an axis of the layout shape for UPCAST and STRIP, a reduce loop number for UNROLL, 0
+  for LOCAL) with `amount`."""
   op: OptOps
   axis: int
   amount: int
@@ -116,7 +126,8 @@ def layout(ast: UOp) -> Layout:
 def check_opts(lay: Layout, opts: tuple[Opt, ...]) -> None:
   """EXEC.OPT.valid: a SpecError unless every option applies to this layout: UPCAST of an axis of size > 1, at most
   once per axis, at most MAX_LANES lanes in all; UNROLL of an existing reduce loop by a k > 1 that divides its size,
-  at most once per loop; at most one LOCAL, of 1 .. 1024 threads."""
+  at most once per loop; at most one LOCAL, of 1 .. 1024 threads; at most one STRIP, of an axis with more than w
+  thread positions (after UPCAST) that w >= 1 divides, in a layout with some other axis of size > 1."""
   seen: set[tuple[OptOps, int]] = set()
   for o in opts:
     if not isinstance(o, Opt) or o.amount < 1: raise SpecError("EXEC.OPT.valid", f"not an option: {o!r}")
@@ -131,6 +142,31 @@ def check_opts(lay: Layout, opts: tuple[Opt, ...]) -> None:
       raise SpecError("EXEC.OPT.valid", f"{o!r}: LOCAL is axis 0 with 1 .. 1024 threads")
   lanes = math.prod(o.amount for o in opts if o.op is OptOps.UPCAST)
   if lanes > MAX_LANES: raise SpecError("EXEC.OPT.valid", f"{lanes} outputs per thread, at most {MAX_LANES}")
+  strips = [o for o in opts if o.op is OptOps.STRIP]
+  if len(strips) > 1: raise SpecError("EXEC.OPT.valid", f"{strips}: at most one STRIP")
+  for o in strips:
+    counts = thread_counts(lay.shape, opts)
+    if not (0 <= o.axis < len(counts) and o.amount < counts[o.axis] and counts[o.axis] % o.amount == 0):
+      raise SpecError("EXEC.OPT.valid", f"{o!r}: the threads along each axis of {lay.shape} are {counts}; a strip's "
+                      "width must divide the axis's and be smaller")
+    if not any(s > 1 for a, s in enumerate(lay.shape) if a != o.axis):
+      raise SpecError("EXEC.OPT.valid", f"{o!r}: no other axis of {lay.shape} to walk inside a strip")
+
+
+def thread_counts(shape: tuple[int, ...], opts: tuple[Opt, ...]) -> tuple[int, ...]:
+  """The number of thread positions along each layout axis: ceil(size / k) for an axis upcast by k."""
+  amount = {o.axis: o.amount for o in opts if o.op is OptOps.UPCAST}
+  return tuple(-(-s // amount.get(a, 1)) for a, s in enumerate(shape))
+
+
+def thread_positions(thread: UOp, counts: tuple[int, ...], strip: Opt | None) -> tuple[UOp, ...]:
+  """The position along each layout axis of thread id `thread`: row-major over `counts` (the last axis fastest), or
+  with STRIP(axis, w) (EXEC.OPT.strip) row-major over (counts[axis] // w strips, the counts with w at `axis`): the
+  strip is the slowest part of the id, and inside a strip the axes run in their usual order."""
+  if strip is None: return unflatten(thread, counts)
+  a, w = strip.axis, strip.amount
+  pos = unflatten(thread, (counts[a] // w,) + counts[:a] + (w,) + counts[a + 1:])
+  return pos[1:a + 1] + (pos[0] * w + pos[a + 1],) + pos[a + 2:]
 
 
 def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
@@ -154,7 +190,7 @@ def lower_opt(ast: UOp, opts: tuple[Opt, ...]) -> tuple[UOp, tuple[int, int, int
   for o in opts:
     if o.op is OptOps.UPCAST: amount[o.axis] = o.amount
   local = next((o.amount for o in opts if o.op is OptOps.LOCAL), 1)
-  counts = tuple(-(-s // a) for s, a in zip(shape, amount))   # threads along each axis
+  counts = thread_counts(shape, opts)
   threads = math.prod(counts)
   groups = -(-threads // local)
   if local > 1:   # EXEC.OPT.local
@@ -165,7 +201,8 @@ def lower_opt(ast: UOp, opts: tuple[Opt, ...]) -> tuple[UOp, tuple[int, int, int
   valid: UOp | None = thread < threads if groups * local != threads else None
   lanes: dict[int, UOp] = {}
   idx = []
-  for a, (t, s, k) in enumerate(zip(unflatten(thread, counts), shape, amount)):
+  strip = next((o for o in opts if o.op is OptOps.STRIP), None)
+  for a, (t, s, k) in enumerate(zip(thread_positions(thread, counts, strip), shape, amount)):
     if k == 1:
       idx.append(t)
       continue
@@ -202,22 +239,24 @@ drop_true_gates = PatternMatcher([(UPat(Ops.INDEX, src=(UPat.var("p"), UPat.var(
 
 # ---- the default choice
 
-def _tile_axes(ast: UOp, lay: Layout, unrolled: bool) -> list[tuple[int, int]]:
+def _tile_axes(lay: Layout, shared: list[frozenset[int]], gated: frozenset[int], unrolled: bool,
+               long_sum: bool) -> list[tuple[int, int]]:
   """The (at most two) layout axes to tile and the lanes wanted on each: a pair along which different loads are
-  shared, so that the tile shares each of them (a matmul's rows of A along N and columns of B along M; a
-  convolution's input along the output channels and its weights along the output width), 4 x 8 lanes; 16 x 4 when
+  shared (`shared`, `gated`: see _shared_loads), so that the tile shares each of them (a matmul's rows of A along N
+  and columns of B along M; a convolution's input along the output channels and its weights along the output width),
+  4 x 8 lanes; 8 x 8 for a `long_sum` (one reduce loop of at least LONG_SUM steps: 16 loads feed 64 multiply-adds per
+  step instead of 12 feeding 32, and the loop is long enough to pay for the bigger tile's edges); 16 x 4 when
   only the loads shared along the first axis are gated (a pad's mask: each costs a select, so 16 lanes share it)
   and no reduce loop is `unrolled` (a convolution's forward: 1.5x faster than 4 x 8 here; its weight gradient,
   unrolled, was 2.3x slower with 16 x 4). The pair with the most lanes, the later on a tie. Without such a pair, the
   last two axes along which some load is shared, 4 x 8."""
-  shared, gated = _shared_loads(ast, lay)
   pairs = [(a, b) for a in range(len(shared)) for b in range(a + 1, len(shared))
            if shared[a] - shared[b] and shared[b] - shared[a]]
   if not pairs: return list(zip([a for a, loads in enumerate(shared) if loads][-2:], (4, 8)))
 
   def wants(a: int, b: int) -> tuple[int, int]:
     only_first = (shared[a] - shared[b]) & gated and not (shared[b] - shared[a]) & gated
-    return (16, 4) if only_first and not unrolled else (4, 8)
+    return (16, 4) if only_first and not unrolled else (8, 8) if long_sum else (4, 8)
 
   def lanes(p):
     wa, wb = wants(*p)
@@ -226,9 +265,9 @@ def _tile_axes(ast: UOp, lay: Layout, unrolled: bool) -> list[tuple[int, int]]:
   return list(zip((a, b), wants(a, b)))
 
 
-def _shared_loads(ast: UOp, lay: Layout) -> tuple[list[frozenset[int]], frozenset[int]]:
+def _shared_loads(ast: UOp, lay: Layout) -> tuple[list[frozenset[int]], frozenset[int], tuple[int, ...]]:
   """For each axis of the layout (of size above 1), the loads inside a reduce loop (by number) that do not change
-  along it; and the numbers of the loads that are gated."""
+  along it; the numbers of the loads that are gated; and each load's element size in bytes."""
   pos = [UOp.variable(f"opt.pos{a}", 0, s - 1) for a, s in enumerate(lay.shape)]
   lw = Lowerer()
   loads = []
@@ -243,7 +282,19 @@ def _shared_loads(ast: UOp, lay: Layout) -> tuple[list[frozenset[int]], frozense
   deps = [{p for p in pos if p in set(ld.toposort())} for ld in loads]
   gated = frozenset(i for i, ld in enumerate(loads) if len(ld.src[0].src) > 2)
   return [frozenset(i for i, d in enumerate(deps) if p not in d) if lay.shape[a] > 1 else frozenset()
-          for a, p in enumerate(pos)], gated
+          for a, p in enumerate(pos)], gated, tuple(ld.dtype.itemsize for ld in loads)
+
+
+def _strip(lay: Layout, opts: list[Opt], shared: list[frozenset[int]], itemsize: tuple[int, ...]) -> list[Opt]:
+  """EXEC.OPT.default's STRIP for a tile over axes (a, b) (`opts`' two UPCASTs): strips along b as wide as keeps the
+  loads shared along a (a matmul's B panels) of a whole strip within STRIP_BYTES, so that they stay cached while the
+  threads of the strip walk a; none where all of them fit at once."""
+  (a, _), (b, lanes_b) = ((o.axis, o.amount) for o in opts if o.op is OptOps.UPCAST)
+  counts = thread_counts(lay.shape, tuple(opts))
+  per_thread = math.prod(lay.reduce_sizes) * lanes_b * sum(itemsize[i] for i in shared[a])
+  fits = STRIP_BYTES // max(per_thread, 1)
+  if not shared[a] or counts[a] < 2 or fits >= counts[b]: return []
+  return [Opt(OptOps.STRIP, b, next(w for w in range(max(fits, 1), 0, -1) if counts[b] % w == 0))]
 
 
 def _amount(size: int, want: int) -> int:
@@ -270,7 +321,8 @@ def heuristic(ast: UOp, device: str) -> tuple[Opt, ...]:
   consecutive outputs per thread (a loop body the C compiler vectorises); kernels with a reduction get a 4x8 tile over
   the last two axes along which loads are shared (8 outputs when one axis shares; when none does, independent
   accumulators: 8 outputs of the last axis when the output has at least ACC_LANES_MIN elements, else 4), and their
-  last reduce loop is unrolled by 4 when 4 divides it."""
+  last reduce loop is unrolled by 4 when 4 divides it; a single reduce loop of at least LONG_SUM steps (a matmul)
+  gets an 8x8 tile instead, not unrolled, walked in strips (_strip)."""
   kind = device.partition(":")[0]
   if kind == "PYTHON": return ()
   lay = layout(ast)
@@ -282,8 +334,13 @@ def heuristic(ast: UOp, device: str) -> tuple[Opt, ...]:
   if not lay.reduce_sizes: return (Opt(OptOps.UPCAST, 0, _amount(lay.numel, 8)),)
   last = len(lay.reduce_sizes) - 1
   unroll = lay.reduce_sizes[last] % 4 == 0 and lay.reduce_sizes[last] >= 8
-  shared = _tile_axes(ast, lay, unroll)
-  if len(shared) == 2: out = [Opt(OptOps.UPCAST, a, _amount(lay.shape[a], want)) for a, want in shared]
+  loads, gated, itemsize = _shared_loads(ast, lay)
+  long_sum = len(lay.reduce_sizes) == 1 and lay.reduce_sizes[0] >= LONG_SUM
+  shared = _tile_axes(lay, loads, gated, unroll and not long_sum, long_sum)
+  if len(shared) == 2:
+    out = [Opt(OptOps.UPCAST, a, _amount(lay.shape[a], want)) for a, want in shared]
+    if long_sum:   # the 8 x 8 tile's loop is not unrolled: 64 chains keep the core busy (unrolled 62, not 73 GFLOPS)
+      return tuple(out + _strip(lay, out, loads, itemsize))
   elif shared: out = [Opt(OptOps.UPCAST, shared[0][0], _amount(lay.shape[shared[0][0]], 8))]
   else:
     # EXEC.OPT.default: independent accumulators, one serial chain per lane; 8 of them hide more of the add's latency

@@ -1,20 +1,26 @@
 """Operand packing, an optional performance pass of the scheduler (EXEC.SCHED.pack, CPU only).
 
-A matmul-like kernel (a sum over one axis of a product) gives each thread a tile of outputs whose 8 lanes run along
-the last output axis (EXEC.OPT.default). For each step k of the sum the tile reads 8 consecutive elements of the
-operand `b` and then jumps one row of `b` further: with rows of 2 KiB or more, those reads land in few cache sets and
-evict each other, and the tile waits on memory (docs/cpu-speed.md). This pass copies such an operand, once, into
-panels: panel p holds columns 8p .. 8p+7 for every k, one after another, so each tile streams through one contiguous
-panel. The product then reads the panel buffer through movement ops that give back the operand's elements:
+A matmul-like kernel (a sum over one axis of a product) gives each thread a tile of outputs: 8 lanes along the axis
+the right operand `b` varies along, 8 along the axis the left operand `a` varies along (EXEC.OPT.default). For each
+step k of the sum the tile reads 8 elements of each operand. Read in place they are 8 elements of one row of `b`, one
+row further on per step (rows of 2 KiB or more land in few cache sets and evict each other), and 8 elements of `a`
+one row apart each (8 streams). This pass copies such an operand, once, into panels: panel p holds lanes 8p .. 8p+7
+for every k, one after another, so each tile streams through one contiguous panel of each operand. The product then
+reads the panel buffer through movement ops that give back the operand's elements:
 
     b (K, N), read as b[k, j]  ->  P = b.reshape(K, N // 8, 8).permute(1, 0, 2).contiguous()
                                    b' = P.permute(1, 0, 2).reshape(K, N)      # b'[k, j] == b[k, j]
+    a (M, K), read as a[i, k]  ->  P = a.reshape(M // 8, 8, K).permute(0, 2, 1).contiguous()   # (M/8, K, 8)
 
 A copy is exact and the sum folds the same values in the same order (EXEC.THREAD.reduce), so results are bit for bit
-those without the pass; the only difference is one more kernel. It runs on the CPU device for operands read with a
-stride of at least MIN_STRIDE elements along a reduce axis of at least MIN_REDUCE steps, and not under NOOPT=1 or
-PACK=0."""
+those without the pass; the only difference is one more kernel per packed operand. It runs on the CPU device for an
+operand whose sum has at least MIN_REDUCE steps, whose lane axis (the last axis other than the sum's along which it
+varies) is a multiple of PANEL, that is read by more than PANEL outputs per element (else a tile reads it once and the
+copy costs more than it saves), and that is read in place with its lanes apart (a row of `a` per lane) or with a
+stride of at least MIN_STRIDE elements along the sum (a row of `b` per step); not under NOOPT=1 or PACK=0."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -24,8 +30,9 @@ from refimpl.uop.ops import UOp
 
 __all__ = ["pack_operands", "PANEL", "MIN_STRIDE", "MIN_REDUCE"]
 
-PANEL = 8           # columns per panel: the lanes of the tile along the last output axis (EXEC.OPT.default)
-MIN_STRIDE = 512    # elements (2 KiB of float32) between the rows the tile reads: below this the rows stay cached
+PANEL = 8           # lanes per panel: the tile's lanes along the axis the operand varies along (EXEC.OPT.default)
+MIN_STRIDE = 512    # elements (2 KiB of float32) between the rows of a lane-contiguous operand the tile reads: below
+                    # this the rows stay cached
 MIN_REDUCE = 256    # reduce steps: below this a panel is short and the extra kernel costs more than it saves
 _MOVES = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND)
 
@@ -65,16 +72,19 @@ def _base(u: UOp) -> UOp | None:
 
 def _packed(view: UOp, axis: int) -> UOp | None:
   """`view` (an operand of a product summed over `axis`) read through a panel copy, or None where the pass does not
-  apply: the operand must be a movement view of a realized buffer, read with a stride of at least MIN_STRIDE along
-  `axis` (of at least MIN_REDUCE steps) and with stride 1 along the last other axis (the tile's lanes), whose size
-  is a multiple of PANEL."""
+  apply (see the module's docstring): the operand must be a movement view of a realized buffer, summed over at least
+  MIN_REDUCE steps, with a lane axis (the last other axis along which it varies) whose size is a multiple of PANEL,
+  broadcast to more than PANEL outputs per element, and read with its lanes apart or a stride of at least MIN_STRIDE
+  along `axis`."""
   base = _base(view)
   if base is None: return None
   strides = _strides(view, base)
   shape = view.shape
-  if strides is None or shape[axis] < MIN_REDUCE or strides[axis] < MIN_STRIDE: return None
-  lanes = max((a for a in range(len(shape)) if a != axis and shape[a] > 1), default=None)
-  if lanes is None or strides[lanes] != 1 or shape[lanes] % PANEL: return None
+  if strides is None or shape[axis] < MIN_REDUCE: return None
+  lanes = max((a for a in range(len(shape)) if a != axis and shape[a] > 1 and strides[a] != 0), default=None)
+  if lanes is None or shape[lanes] % PANEL: return None
+  if math.prod(s for a, (s, st) in enumerate(zip(shape, strides)) if st == 0 and a != axis) <= PANEL: return None
+  if strides[lanes] == 1 and strides[axis] < MIN_STRIDE: return None
   # the panel copy stores the operand's distinct elements only: broadcast axes (stride 0) are kept at size 1
   core_shape = tuple(1 if st == 0 else s for s, st in zip(shape, strides))
   core = view
@@ -100,6 +110,7 @@ def pack_operands(roots: list[UOp], device_of) -> dict[UOp, UOp]:
   for r in dict.fromkeys(u for root in roots for u in root.toposort()):
     if r.op is not Ops.REDUCE_AXIS or r.arg[0] is not Ops.ADD or len(r.arg[1]) != 1: continue
     prod = r.src[0]
+    if prod.op is Ops.CAST: prod = prod.src[0]   # a float16 product summed in float32 (DT.SUM)
     if prod.op is not Ops.MUL or prod in mapping or device_of(r).partition(":")[0] != "CPU": continue
     src = tuple(_packed(s, r.arg[1][0]) or s for s in prod.src)
     if any(a is not b for a, b in zip(src, prod.src)): mapping[prod] = prod.replace(src=src)
