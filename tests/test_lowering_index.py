@@ -102,6 +102,29 @@ def test_conv2d_loops_do_no_division(padding):
   assert ops and Ops.CDIV not in ops and Ops.CMOD not in ops
 
 
+def _conv_kernels(padding: int) -> list:
+  """The kernels of a convolution's forward and of both its gradients (the input gradient is a sum over output
+  channels, then col2im: sums over the windows that cover each input element)."""
+  x, w = Tensor.empty(2, 3, 10, 10, device="CPU"), Tensor.empty(4, 3, 3, 3, device="CPU")
+  out = x.conv2d(w, padding=padding)
+  gx, gw = (out * Tensor.empty(*out.shape, device="CPU")).sum().gradient(x, w)
+  return out.schedule(gx, gw)
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_conv2d_gradient_loops_do_no_division(padding):
+  """RW.IDX.*-split, RW.IDX.*-reduce: no `//` or `%` depends on a reduce loop in any kernel of a convolution's forward
+  or gradients, lowered plainly or with the CPU's options. col2im reads (r * (n - 1) + i) // n, whose quotient is r
+  or r - 1 (a compare and a select)."""
+  from refimpl.codegen.opt import heuristic, lower_opt
+  kernels = _conv_kernels(padding)
+  assert len(kernels) == 5
+  for k in kernels:
+    for sink in (lower(k.arg.ast)[0], lower_opt(k.arg.ast, heuristic(k.arg.ast, "CPU"))[0]):
+      ops = [u.op for u in _loop_ops(sink)]
+      assert ops and Ops.CDIV not in ops and Ops.CMOD not in ops, k.arg.name
+
+
 def test_conv2d_padded_load_has_one_mask():
   """EXEC.LOWER.pad: the input's load is gated once by the joined pad mask, and no WHERE wraps it."""
   sink = _conv_sink(1)
@@ -163,7 +186,8 @@ def test_program_facts_are_found_once():
 
 def test_conv2d_tile_shares_input_and_weights():
   """EXEC.OPT.default: the tile of a padded convolution is 16 output channels x 4 output columns (the gated input is
-  shared along the first, the weights along the second); its weight gradient, unrolled, and a matmul stay 4 x 8."""
+  shared along the first, the weights along the second); its weight gradient, unrolled, and a matmul stay 4 x 8; the
+  input gradient's sum over output channels gets a window tile."""
   from refimpl.codegen.opt import Opt, OptOps, heuristic
   x, w = Tensor.empty(16, 32, 32, 32, device="CPU"), Tensor.empty(64, 32, 3, 3, device="CPU")
   (k,) = x.conv2d(w, padding=1).schedule()
@@ -172,6 +196,11 @@ def test_conv2d_tile_shares_input_and_weights():
   gx, gw = (x.conv2d(w, padding=1) * g).sum().gradient(x, w)
   (k,) = [k for k in gx.schedule(gw) if k.arg.ast.src[0].src[1].shape == (64, 32, 3, 3)]
   assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 2, 4))
+  # the input gradient's first kernel, col[n, c, y, x, ky, kx] = sum over o of g[n, o, y, x] * w[o, c, ky, kx]: a
+  # window tile, 4 channels x 3 x 3, loads g once and 36 consecutive weights per step
+  (k,) = [k for k in gx.schedule(gw) if k.arg.ast.src[0].src[1].shape == (16, 1, 1, 32, 32, 32, 3, 3)]
+  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 3, 4), Opt(OptOps.UPCAST, 6, 3), Opt(OptOps.UPCAST, 7, 3),
+                                         Opt(OptOps.UNROLL, 0, 4))
   (k,) = (Tensor.empty(64, 96, device="CPU") @ Tensor.empty(96, 128, device="CPU")).schedule()
   assert heuristic(k.arg.ast, "CPU")[:2] == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8))
 
