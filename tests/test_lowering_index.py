@@ -125,6 +125,44 @@ def test_conv2d_gradient_loops_do_no_division(padding):
       assert ops and Ops.CDIV not in ops and Ops.CMOD not in ops, k.arg.name
 
 
+@pytest.mark.parametrize("kernel,stride", [(2, None), (3, 2), (3, 1)])
+def test_max_pool2d_loops_do_no_division(kernel, stride):
+  """EXEC.LOWER.split: max_pool2d's forward kernels reduce over the window flattened to one axis of k * k, whose
+  index r is read as (r // k, r % k); the loop runs as two nested loops instead, and no `//` or `%` depends on it."""
+  x = Tensor.empty(2, 3, 8, 8, device="CPU")
+  kernels = x.max_pool2d(kernel, stride).schedule()
+  assert kernels
+  for k in kernels:
+    sink = lower(k.arg.ast)[0]
+    ops = [u.op for u in _loop_ops(sink)]
+    assert ops and Ops.CDIV not in ops and Ops.CMOD not in ops, k.arg.name
+    assert all(len(u.src) == 3 for u in sink.toposort() if u.op is Ops.REDUCE), k.arg.name   # the window's 2 loops
+
+
+@pytest.mark.parametrize("kernel,stride", [(2, None), (3, 2), (3, 1)])
+def test_max_pool2d_and_its_gradient_match_numpy(kernel, stride):
+  """EXEC.LOWER.split keeps the values: max_pool2d of int32 and the gradient of its float32 sum (ties broken as
+  tinygrad does, to the first maximum of a window) against numpy."""
+  rng = np.random.default_rng(kernel * 10 + (stride or 0))
+  a = rng.permutation(2 * 3 * 9 * 9).reshape(2, 3, 9, 9).astype(np.int32)
+  s = stride or kernel
+  o = (9 - kernel) // s + 1
+  want = np.stack([np.stack([a[:, :, i * s:i * s + kernel, j * s:j * s + kernel].max((2, 3)) for j in range(o)], -1)
+                   for i in range(o)], -2)
+  assert np.array_equal(Tensor(a, device="PYTHON").max_pool2d(kernel, stride).numpy(), want)
+  x = Tensor(a.astype(np.float32), device="PYTHON")
+  (gx,) = x.max_pool2d(kernel, stride).sum().gradient(x)
+  grad = np.zeros(a.shape, np.float32)
+  for i in range(o):
+    for j in range(o):
+      win = a[:, :, i * s:i * s + kernel, j * s:j * s + kernel].reshape(2, 3, -1)
+      for n in range(2):
+        for c in range(3):
+          at = int(np.argmax(win[n, c]))
+          grad[n, c, i * s + at // kernel, j * s + at % kernel] += 1
+  assert np.array_equal(gx.numpy(), grad)
+
+
 def test_conv2d_padded_load_has_one_mask():
   """EXEC.LOWER.pad: the input's load is gated once by the joined pad mask, and no WHERE wraps it."""
   sink = _conv_sink(1)
