@@ -1,6 +1,7 @@
 """conv2d and a replayed training step on the CPU against tinygrad 0.14.0 and torch, in the same run (issue 19).
 
-  python -m bench.conv [--runs 5] [--cases "conv fwd,conv fwd+bwd,digits step"] [--no-tinygrad] [--no-torch]
+  python -m bench.conv [--runs 5] [--seconds 1] [--cases "conv fwd,conv fwd+bwd,digits step"] [--no-tinygrad]
+                       [--no-torch]
 
 Rows:
 - `conv fwd`: conv2d of N=16, 32 -> 64 channels, 32x32, 3x3, padding 1, float32;
@@ -8,7 +9,8 @@ Rows:
 - `digits step`: one Adam step of examples/train_digits.py's model on a batch of 32 (random images, same shapes).
 
 Each is a TinyJit'd function (refimpl's and tinygrad's) replayed after its capture, or torch's eager call, timed as
-the best of `--runs` after warm-up, the implementations taking turns run by run; the table gives milliseconds and
+the best of `--runs` after warm-up (more runs for a short case, so that each implementation is timed for about
+`--seconds`), the implementations taking turns run by run; the table gives milliseconds and
 each implementation's time divided by refimpl's (above 1: refimpl is faster). tinygrad and torch rows appear when
 they import. The numbers only mean something side by side: ratios are taken in one run, on one machine."""
 from __future__ import annotations
@@ -23,13 +25,19 @@ import numpy as np
 SHAPE_X, SHAPE_W, SHAPE_G = (16, 32, 32, 32), (64, 32, 3, 3), (16, 64, 32, 32)
 
 
-def best_ms(fns: dict, runs: int, warmup: int = 3) -> dict:
+def best_ms(fns: dict, runs: int, warmup: int = 3, seconds: float = 1.0) -> dict:
   """The shortest of `runs` timings of each of `fns` in milliseconds, after `warmup` calls each (JIT capture happens
-  there). The functions take turns, run by run, so that a busy spell of a shared machine slows them alike."""
+  there); more runs where `runs` calls of the slowest take less than `seconds` (a 3 ms step timed 7 times samples 21 ms
+  of a busy machine, and its best of 7 swung by 2x from run to run). The functions take turns, run by run, so that a
+  busy spell of a shared machine slows them alike."""
+  slowest = 0.0
   for fn in fns.values():
-    for _ in range(warmup): fn()
+    for _ in range(warmup):
+      st = time.perf_counter()
+      fn()
+    slowest = max(slowest, time.perf_counter() - st)
   best = {name: float("inf") for name in fns}
-  for _ in range(runs):
+  for _ in range(max(runs, int(seconds / max(slowest, 1e-6)))):
     for name, fn in fns.items():
       st = time.perf_counter()
       fn()
@@ -118,6 +126,7 @@ class _Lib:
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--runs", type=int, default=5)
+  ap.add_argument("--seconds", type=float, default=1.0, help="at least this long per case and implementation")
   ap.add_argument("--cases", default="conv fwd,conv fwd+bwd,digits step")
   ap.add_argument("--no-tinygrad", action="store_true")
   ap.add_argument("--no-torch", action="store_true")
@@ -131,11 +140,12 @@ def main() -> None:
   for name, make in impls.items():
     try: cases[name] = make()
     except ImportError as e: print(f"({name} does not import: {e})")
-  print(f"cores: {os.cpu_count()}, best of {args.runs} (ms); ratio = their time / refimpl's (> 1: refimpl faster)")
+  print(f"cores: {os.cpu_count()}, best of {args.runs} or more (about {args.seconds:g} s per case and implementation) "
+        "(ms); ratio = their time / refimpl's (> 1: refimpl faster)")
   print(f"{'case':14s}" + "".join(f"{n:>12s}" for n in cases) + "".join(f"{n + '/ref':>14s}" for n in cases
                                                                           if n != "refimpl"))
   for case in args.cases.split(","):
-    ms = best_ms({n: c[case] for n, c in cases.items() if case in c}, args.runs)
+    ms = best_ms({n: c[case] for n, c in cases.items() if case in c}, args.runs, seconds=args.seconds)
     ratios = "".join(f"{ms[n] / ms['refimpl']:14.2f}" if n in ms else f"{'':14s}" for n in cases if n != "refimpl")
     print(f"{case:14s}" + "".join(f"{ms[n]:12.1f}" if n in ms else f"{'-':>12s}" for n in cases) + ratios)
     sys.stdout.flush()

@@ -262,6 +262,17 @@ def _int_cases() -> list[FoldCase]:
         floor="floordiv((x + y * 7) + 3, 4)", bounded=f"tdiv(({fit}) + 3, 4)")
   forms("mod-add-mul-const-reduce", "RW.IDX.mod-add-mul-const-reduce", xy, trunc="tmod((x + y * 7) + 3, 4)",
         floor="mod((x + y * 7) + 3, 4)", bounded=f"tmod(({fit}) + 3, 4)")
+  # the -split rows (a convolution's input gradient): a factor below the divisor; their guards also keep x - y * d
+  # within one divisor of 0, which `xy` breaks (x = 100, y = -3); `bounded` stays inside every guard's bounds
+  near = "x.clip(0, 3) + y.clip(0, 3) * 3"
+  forms("div-add-mul-split", "RW.IDX.div-add-mul-split", xy, trunc="tdiv(x + y * 3, 4)",
+        floor="floordiv(x + y * 3, 4)", bounded=f"tdiv({near}, 4)")
+  forms("mod-add-mul-split", "RW.IDX.mod-add-mul-split", xy, trunc="tmod(x + y * 3, 4)",
+        floor="mod(x + y * 3, 4)", bounded=f"tmod({near}, 4)")
+  forms("div-add-mul-const-split", "RW.IDX.div-add-mul-const-split", xy, trunc="tdiv((x + y * 3) + 1, 4)",
+        floor="floordiv((x + y * 3) + 1, 4)", bounded=f"tdiv(({near}) + 1, 4)")
+  forms("mod-add-mul-const-split", "RW.IDX.mod-add-mul-const-split", xy, trunc="tmod((x + y * 3) + 1, 4)",
+        floor="mod((x + y * 3) + 1, 4)", bounded=f"tmod(({near}) + 1, 4)")
   neg = {"x": ([-5, -1, 125, -128, 127, 0, 3, 7], "int8")}
   forms("div-add-const-multiple", "RW.IDX.div-add-const-multiple", neg, trunc="tdiv(x + 8, 4)",
         neg="floordiv(x + 8, -4)")

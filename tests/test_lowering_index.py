@@ -102,6 +102,67 @@ def test_conv2d_loops_do_no_division(padding):
   assert ops and Ops.CDIV not in ops and Ops.CMOD not in ops
 
 
+def _conv_kernels(padding: int) -> list:
+  """The kernels of a convolution's forward and of both its gradients (the input gradient is a sum over output
+  channels, then col2im: sums over the windows that cover each input element)."""
+  x, w = Tensor.empty(2, 3, 10, 10, device="CPU"), Tensor.empty(4, 3, 3, 3, device="CPU")
+  out = x.conv2d(w, padding=padding)
+  gx, gw = (out * Tensor.empty(*out.shape, device="CPU")).sum().gradient(x, w)
+  return out.schedule(gx, gw)
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_conv2d_gradient_loops_do_no_division(padding):
+  """RW.IDX.*-split, RW.IDX.*-reduce: no `//` or `%` depends on a reduce loop in any kernel of a convolution's forward
+  or gradients, lowered plainly or with the CPU's options. col2im reads (r * (n - 1) + i) // n, whose quotient is r
+  or r - 1 (a compare and a select)."""
+  from refimpl.codegen.opt import heuristic, lower_opt
+  kernels = _conv_kernels(padding)
+  assert len(kernels) == 5
+  for k in kernels:
+    for sink in (lower(k.arg.ast)[0], lower_opt(k.arg.ast, heuristic(k.arg.ast, "CPU"))[0]):
+      ops = [u.op for u in _loop_ops(sink)]
+      assert ops and Ops.CDIV not in ops and Ops.CMOD not in ops, k.arg.name
+
+
+@pytest.mark.parametrize("kernel,stride", [(2, None), (3, 2), (3, 1)])
+def test_max_pool2d_loops_do_no_division(kernel, stride):
+  """EXEC.LOWER.split: max_pool2d's forward kernels reduce over the window flattened to one axis of k * k, whose
+  index r is read as (r // k, r % k); the loop runs as two nested loops instead, and no `//` or `%` depends on it."""
+  x = Tensor.empty(2, 3, 8, 8, device="CPU")
+  kernels = x.max_pool2d(kernel, stride).schedule()
+  assert kernels
+  for k in kernels:
+    sink = lower(k.arg.ast)[0]
+    ops = [u.op for u in _loop_ops(sink)]
+    assert ops and Ops.CDIV not in ops and Ops.CMOD not in ops, k.arg.name
+    assert all(len(u.src) == 3 for u in sink.toposort() if u.op is Ops.REDUCE), k.arg.name   # the window's 2 loops
+
+
+@pytest.mark.parametrize("kernel,stride", [(2, None), (3, 2), (3, 1)])
+def test_max_pool2d_and_its_gradient_match_numpy(kernel, stride):
+  """EXEC.LOWER.split keeps the values: max_pool2d of int32 and the gradient of its float32 sum (ties broken as
+  tinygrad does, to the first maximum of a window) against numpy."""
+  rng = np.random.default_rng(kernel * 10 + (stride or 0))
+  a = rng.permutation(2 * 3 * 9 * 9).reshape(2, 3, 9, 9).astype(np.int32)
+  s = stride or kernel
+  o = (9 - kernel) // s + 1
+  want = np.stack([np.stack([a[:, :, i * s:i * s + kernel, j * s:j * s + kernel].max((2, 3)) for j in range(o)], -1)
+                   for i in range(o)], -2)
+  assert np.array_equal(Tensor(a, device="PYTHON").max_pool2d(kernel, stride).numpy(), want)
+  x = Tensor(a.astype(np.float32), device="PYTHON")
+  (gx,) = x.max_pool2d(kernel, stride).sum().gradient(x)
+  grad = np.zeros(a.shape, np.float32)
+  for i in range(o):
+    for j in range(o):
+      win = a[:, :, i * s:i * s + kernel, j * s:j * s + kernel].reshape(2, 3, -1)
+      for n in range(2):
+        for c in range(3):
+          at = int(np.argmax(win[n, c]))
+          grad[n, c, i * s + at // kernel, j * s + at % kernel] += 1
+  assert np.array_equal(gx.numpy(), grad)
+
+
 def test_conv2d_padded_load_has_one_mask():
   """EXEC.LOWER.pad: the input's load is gated once by the joined pad mask, and no WHERE wraps it."""
   sink = _conv_sink(1)
@@ -163,15 +224,23 @@ def test_program_facts_are_found_once():
 
 def test_conv2d_tile_shares_input_and_weights():
   """EXEC.OPT.default: the tile of a padded convolution is 16 output channels x 4 output columns (the gated input is
-  shared along the first, the weights along the second); its weight gradient, unrolled, and a matmul stay 4 x 8."""
+  shared along the first, the weights along the second); its weight gradient, unrolled, and a matmul stay 4 x 8; the
+  input gradient's sum over output channels gets a window tile."""
   from refimpl.codegen.opt import Opt, OptOps, heuristic
   x, w = Tensor.empty(16, 32, 32, 32, device="CPU"), Tensor.empty(64, 32, 3, 3, device="CPU")
   (k,) = x.conv2d(w, padding=1).schedule()
-  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 3, 4))   # gated input
+  # the gated input shared by 16 lanes; the window's loops (3 x 3) unrolled whole
+  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 3, 4), Opt(OptOps.UNROLL, 1, 3),
+                                         Opt(OptOps.UNROLL, 2, 3))
   g = Tensor.empty(16, 64, 32, 32, device="CPU")
   gx, gw = (x.conv2d(w, padding=1) * g).sum().gradient(x, w)
   (k,) = [k for k in gx.schedule(gw) if k.arg.ast.src[0].src[1].shape == (64, 32, 3, 3)]
   assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 2, 4))
+  # the input gradient's first kernel, col[n, c, y, x, ky, kx] = sum over o of g[n, o, y, x] * w[o, c, ky, kx]: a
+  # window tile, 4 channels x 3 x 3, loads g once and 36 consecutive weights per step
+  (k,) = [k for k in gx.schedule(gw) if k.arg.ast.src[0].src[1].shape == (16, 1, 1, 32, 32, 32, 3, 3)]
+  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 3, 4), Opt(OptOps.UPCAST, 6, 3), Opt(OptOps.UPCAST, 7, 3),
+                                         Opt(OptOps.UNROLL, 0, 4))
   (k,) = (Tensor.empty(64, 96, device="CPU") @ Tensor.empty(96, 128, device="CPU")).schedule()
   assert heuristic(k.arg.ast, "CPU")[:2] == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8))
 

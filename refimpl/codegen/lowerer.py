@@ -168,9 +168,42 @@ def finish(stores: list[UOp]) -> tuple[UOp, tuple[int, ...]]:
   """The SINK of kernel-level `stores` simplified by the symbolic rules, with its buffer slots renumbered 0..n-1, and
   for each slot the AST slot it came from."""
   sink = graph_rewrite(UOp(Ops.SINK, dtypes.void, tuple(stores)), symbolic, name="lower")
+  for _ in range(4):   # a loop divided by 6 and by 2 splits twice
+    split = split_divided_loops(sink)
+    if split is sink: break
+    sink = graph_rewrite(split, symbolic, name="lower: split loops")
   used = sorted((u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg)
   # one pass: a rewrite to a fixed point would map slot 3 to 2, then that 2 (the same hash-consed node as the old
   # slot 2) to 1, merging slots
   renumber = {g: g.replace(arg=i) for i, g in enumerate(used) if g.arg != i}
   if renumber: sink = sink.substitute(renumber)
   return sink, tuple(g.arg for g in used)
+
+
+def split_divided_loops(sink: UOp) -> UOp:
+  """EXEC.LOWER.split: a reduce loop `r` of `n` iterations whose index is divided by a constant `c` (`r // c` or
+  `r % c`, `1 < c < n`, `c` dividing `n`) becomes two nested loops, `ro` of `n // c` outside `ri` of `c`, with
+  `r = ro * c + ri`: the same iterations in the same order (a REDUCE lists `ro` before `ri`, and the linearizer opens
+  its loops in that order, EXEC.THREAD.reduce), and RW.IDX.div-add-mul / mod-add-mul turn `r // c`, `r % c` into `ro`,
+  `ri`. A pooling window flattened to one axis (max_pool2d's `k * k`) reads `r // k` and `r % k` in its loop.
+  `sink` itself when no loop qualifies."""
+  split: dict[UOp, int] = {}
+  for u in sink.toposort():
+    if u.op in (Ops.CDIV, Ops.CMOD) and u.src[0].op is Ops.RANGE and u.src[1].op is Ops.CONST and \
+       u.src[0].src[0].op is Ops.CONST and u.src[0] not in split:
+      n, c = u.src[0].src[0].arg, u.src[1].arg
+      if 1 < c < n and n % c == 0: split[u.src[0]] = c
+  if not split: return sink
+  loops: dict[UOp, tuple[UOp, UOp]] = {}
+  memo: dict[UOp, UOp] = {}
+  for r, c in split.items():
+    outer = r.replace(src=(r.src[0].const_like(r.src[0].arg // c),))
+    inner = UOp(Ops.RANGE, r.dtype, (r.src[0].const_like(c),), arg=(*r.arg, "split"))   # a new, distinct loop
+    loops[r], memo[r] = (outer, inner), outer * c + inner
+  for u in sink.toposort():
+    if u in memo: continue
+    if u.op is Ops.REDUCE:   # its loops, outer before inner
+      src = (memo[u.src[0]], *(x for rng in u.src[1:] for x in loops.get(rng, (memo[rng],))))
+    else: src = tuple(memo[s] for s in u.src)
+    memo[u] = u if all(a is b for a, b in zip(src, u.src)) and len(src) == len(u.src) else u.replace(src=src)
+  return memo[sink]

@@ -20,6 +20,17 @@ b = Var("b", bool_=True)
 nc = Var("y", ops=frozenset(set(Ops) - {Ops.CONST}))   # a non-constant y: keeps constant-moving rules from cycling
 NUM = INTS + FLOATS
 
+def _split_guard(c3: CVar | None = None):
+  """The guard of the RW.IDX.*-split rules for x (+ c3) + y * c1 divided by c2: 0 < c1 < c2, non-negative terms (so
+  // truncates and floors alike), a sum that stays inside the dtype, y * (c2 - c1) inside it too, and
+  lo(x (+ c3)) - hi(y) * (c2 - c1) >= -c2 and hi(x (+ c3)) - lo(y) * (c2 - c1) < c2."""
+  d = val(c2) - val(c1)
+  lo_x, hi_x = (lo(x), hi(x)) if c3 is None else (lo(x) + val(c3), hi(x) + val(c3))
+  return ((val(c2) > 0) & (val(c1) > 0) & (val(c1) < val(c2)) & (lo_x >= 0) & (lo(y) >= 0) &
+          (hi_x + hi(y) * val(c1) <= DMAX) & (hi(y) * d <= DMAX) & (hi_x - lo(y) * d < val(c2)) &
+          (lo_x - hi(y) * d >= 0 - val(c2)))
+
+
 SYM_RULES: list[SymRule] = [
   # ---- identities (RW.SYM) ----
   SymRule("RW.SYM.add-zero", x + 0, x, dtypes=INTS),
@@ -118,6 +129,19 @@ SYM_RULES: list[SymRule] = [
   SymRule("RW.IDX.mod-add-mul-const-reduce", ((x + y * c1) + c3) % c2, ((x + y * (c1 % c2)) + c3) % c2,
           where=(val(c2) > 0) & (val(c1) > val(c2)) & (lo(x) >= 0) & (lo(y) >= 0) & (val(c3) >= 0) &
                 (hi(x) + val(c3) + hi(y) * val(c1) <= DMAX)),
+  # a term whose factor is below the divisor (d = c2 - c1): x + y * c1 is y * c2 + (x - y * d), so where x - y * d stays
+  # within one divisor either side of 0 the quotient is y or y - 1 and the remainder x - y * d or that plus c2. The
+  # adjoint of a sliding window (a convolution's input gradient, col2im) reads (r * n + i) // (n + 1): a compare and
+  # a select replace the division in its loop
+  SymRule("RW.IDX.div-add-mul-split", (x + y * c1) // c2, where(x < y * (c2 - c1), y + -1, y),
+          where=_split_guard()),
+  SymRule("RW.IDX.mod-add-mul-split", (x + y * c1) % c2,
+          where(x < y * (c2 - c1), (x - y * (c2 - c1)) + c2, x - y * (c2 - c1)), where=_split_guard()),
+  SymRule("RW.IDX.div-add-mul-const-split", ((x + y * c1) + c3) // c2, where((x + c3) < y * (c2 - c1), y + -1, y),
+          where=_split_guard(c3)),
+  SymRule("RW.IDX.mod-add-mul-const-split", ((x + y * c1) + c3) % c2,
+          where((x + c3) < y * (c2 - c1), ((x + c3) - y * (c2 - c1)) + c2, (x + c3) - y * (c2 - c1)),
+          where=_split_guard(c3)),
   SymRule("RW.IDX.div-div", (x // c1) // c2, x // (c1 * c2),
           where=(val(c1) > 0) & (val(c2) > 0) & (val(c1) * val(c2) <= DMAX)),
   SymRule("RW.IDX.mod-mod", (x % c) % c, x % c, note="holds for every c, 0 included (x % 0 = x)"),
