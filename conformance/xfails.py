@@ -22,10 +22,6 @@ __all__ = ["XFAILS", "BUGS", "Bug", "expected_failure"]
 
 XFAILS: dict[tuple[str, str, str, str], str] = {
   # met when one @given per collected test gave each test its own examples (2026-11-25), not yet fixed:
-  ("PYTHON", "max_unpool2d", "float32", "vjp"): "bug: the gradient of max_unpool2d raises numpy's TypeError 'return "
-  "arrays must be of ArrayType' on PYTHON for the drawn example (GRAD.T.max_unpool2d); not yet diagnosed",
-  ("PYTHON", "max_unpool2d", "float64", "fd"): "bug: the gradient of max_unpool2d raises numpy's TypeError 'return "
-  "arrays must be of ArrayType' on PYTHON for the drawn example (GRAD.T.max_unpool2d); not yet diagnosed",
   ("*", "newton_schulz", "float32", "vjp"): "bug or bound: the float32 gradient is 53.30005 against torch's 53.29982, "
   "2.2x ACC.GRAD.f32's bound; the iterations compound rounding, and ACC.GRAD has no row for iterated ops yet "
   "(TENSOR.NEWTON_SCHULZ)",
