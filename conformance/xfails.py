@@ -21,10 +21,6 @@ from conformance.strategies import Case
 __all__ = ["XFAILS", "BUGS", "Bug", "expected_failure"]
 
 XFAILS: dict[tuple[str, str, str, str], str] = {
-  # met when one @given per collected test gave each test its own examples (2026-11-25), not yet fixed:
-  ("*", "scatter_reduce.prod", "bfloat16", "vjp"): "spec gap: where a bfloat16 product overflows to inf at finite x, "
-  "torch's g*result/x is NaN and refimpl's composed gradient 0; TENSOR.SCATTER_REDUCE.prod excludes infinite x from "
-  "the comparison but not an overflowing product",
 }
 
 

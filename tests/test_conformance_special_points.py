@@ -1,5 +1,6 @@
-"""Conformance at the points its comparisons once got wrong: the gradient bound of Newton-Schulz
-(ACC.GRAD.NEWTON_SCHULZ), with the example the derandomized ci profile drew."""
+"""Conformance at the points its comparisons once got wrong: the gradient domain of the product scatters
+(TENSOR.SCATTER_REDUCE.prod) and the gradient bound of Newton-Schulz (ACC.GRAD.NEWTON_SCHULZ), each with the example
+the derandomized ci profile drew."""
 from __future__ import annotations
 
 import math
@@ -14,6 +15,28 @@ from conformance.catalogue import OPS
 from conformance.catalogue.newton import MUON, newton_schulz_ref, vjp_majorant
 from conformance.properties import vjp
 from conformance.strategies import Case
+
+nan, inf = math.nan, math.inf
+
+
+def _scatter(x, index, src, include_self, dtype="bfloat16"):
+  return Case(inputs=[np.array(x, np.float32), np.array(index, np.int32), np.array(src, np.float32)],
+              dtypes=[dtype, "int32", dtype], params={"dim": 0, "include_self": include_self})
+
+
+@pytest.mark.parametrize("case,compared", [
+  (_scatter([0.0, -0.0], [1, 0, 0], [-1.734375, 0.0, nan], False), False),   # the ci draw: a zero with a NaN
+  (_scatter([1.0], [0, 0], [0.0, nan], True, "float32"), False),
+  (_scatter([1.0], [0, 0, 0], [3e38, 2.0, 0.5], True, "float32"), False),   # a partial product past float32
+  (_scatter([1.0], [0, 0, 0], [3.3895313892515355e+38, 2.0, 0.5], True), False),   # bfloat16's max, same
+  (_scatter([1.5, 2.0], [0, 0], [inf, 1.0], True), True),   # no zero: the rule is torch's (inf, NaN)
+  (_scatter([1.5, 2.0], [0, 1], [-2.0, 0.0], True), True),
+])
+def test_scatter_prod_gradient_domain(case, compared):
+  """TENSOR.SCATTER_REDUCE.prod: a zero with a NaN or an infinity among the terms (GRAD.REDUCE.MUL.inf) and a partial
+  product out of the accumulation dtype's range (ACC.RANGE) are not compared with torch; other points are."""
+  assert OPS["scatter_reduce.prod"].grad_domain(case) is compared
+
 
 def _newton(x, steps=0, params=MUON):
   return Case(inputs=[np.array(x, np.float32)], dtypes=["float32"], params={"steps": steps, "params": params})
