@@ -9,6 +9,7 @@ with a view of the same buffer), cast round trips, reductions over moved views, 
 outputs sharing subgraphs, realize and contiguous in the middle, and in-place assigns whose value reads the target
 through a transposed, flipped or shifted view. A share of programs (`LARGE_SHARE`) runs at sizes that cross the
 kernel-choice thresholds of refimpl/codegen/opt.py (SMALL_WORK loop iterations, upcast widths 4 and 8, unroll by 4).
+`nested_reductions()` draws a family of its own: reductions of reductions (CONF.PROGRAM.nested).
 
 The reference of a program (torch in float64, with an error bound per element: ACC.PROGRAM) is program_ref.py; how
 programs run and are compared is program_check.py.
@@ -24,7 +25,8 @@ from hypothesis import strategies as st
 
 from conformance.strategies import NP, special_values
 
-__all__ = ["Input", "Step", "Program", "programs", "LARGE_SHARE", "input_values", "EXACT_OPS", "TRANSCENDENTAL_OPS"]
+__all__ = ["Input", "Step", "Program", "programs", "nested_reductions", "LARGE_SHARE", "input_values", "EXACT_OPS",
+           "TRANSCENDENTAL_OPS"]
 
 LARGE_SHARE = 0.2          # CONF.PROGRAM.sizes: the share of programs drawn at kernel-choice sizes
 FLOAT_DTYPES = ("float32", "float32", "float32", "float16", "float64")   # float32 most often
@@ -159,14 +161,16 @@ def input_values(dtype: str, shape: tuple[int, ...], palette: str, seed: int) ->
   hypothesis draw per element would not be): 'mixed' small numbers with a few digits and the spec's special values
   (one in three, NaN, the infinities and the zeros as often as all others together, and at least one of those five
   in every float input of two or more elements); 'specials' mostly special values; 'zeros' +-0.0 and a few
-  negatives (a max over a group of zeros); 'ties' -2..2 and +-0.0 (equal elements everywhere)."""
+  negatives (a max over a group of zeros); 'ties' -2..2 and +-0.0 (equal elements everywhere); 'finite' the small
+  numbers alone (nested_reductions: a NaN or an infinity absorbs a wrongly accumulated sum)."""
   rng = np.random.default_rng(seed)
   n = math.prod(shape)
   t = NP[dtype]
   if dtype == "bool": return rng.integers(0, 2, shape).astype(np.bool_)
   is_float = np.issubdtype(np.dtype(t), np.floating)
   ordinary = np.round(rng.uniform(-4, 4, n), 2) if is_float else rng.integers(-4, 5, n)
-  if palette == "ties": vals = rng.choice(np.array([-2, -1, -0.0, 0.0, 1, 2] if is_float else [-2, -1, 0, 1, 2]), n)
+  if palette == "finite": vals = ordinary
+  elif palette == "ties": vals = rng.choice(np.array([-2, -1, -0.0, 0.0, 1, 2] if is_float else [-2, -1, 0, 1, 2]), n)
   elif palette == "zeros":
     vals = rng.choice(np.array([-0.0, 0.0, -0.0, 0.0, -1.5, -3.0] if is_float else [0, 0, -1, -3]), n)
   else:
@@ -200,9 +204,9 @@ class _Builder:
     self.k = 0
 
   # ---- values ----
-  def new_input(self, shape: tuple[int, ...], dtype: str | None = None) -> _Val:
+  def new_input(self, shape: tuple[int, ...], dtype: str | None = None, palettes: tuple[str, ...] = PALETTES) -> _Val:
     dtype = dtype or self.dtype
-    palette = self.draw(st.sampled_from(PALETTES), label="palette")
+    palette = self.draw(st.sampled_from(palettes), label="palette")
     name = f"x{len(self.inputs)}"
     earlier = [i for i in self.inputs if i.shape == shape and i.dtype == dtype]
     # CONF.VALUES.equal: an input equal to an earlier one, or its negation, one time in four when one fits
@@ -397,18 +401,29 @@ def _cast(b: _Builder) -> _Val | None:
 def _reduce(b: _Builder) -> _Val | None:
   x = b.pick(lambda v: _is_float(v.dtype) or (v.dtype == "int32"), label="reduced")
   if x is None: return None
+  return _reduce_of(b, x)
+
+
+def _reduce_of(b: _Builder, x: _Val) -> _Val | None:
+  """sum, max or min of x over an axis, a tuple of axes or all of them, keepdim or not."""
   nd = len(x.shape)
   axis = b.draw(st.one_of(st.none(), st.integers(-nd, nd - 1)) if nd else st.none(), label="axis")
   if nd >= 2 and b.draw(st.booleans(), label="tuple axis"):
     axis = tuple(sorted(b.draw(st.sets(st.integers(0, nd - 1), min_size=1, max_size=nd), label="axes")))
+  return _reduce_over(b, x, axis)
+
+
+def _reduce_over(b: _Builder, x: _Val, axis, float_ops: tuple[str, ...] = ("sum", "max", "min", "max"),
+                 keepdims: tuple[bool, ...] = (False, True)) -> _Val | None:
+  nd = len(x.shape)
   axes = set(range(nd)) if axis is None else {a % nd for a in ((axis,) if isinstance(axis, int) else axis)}
   # empty groups only for sum: max and min of nothing are refused (API.ARGS.empty-reduce), not a value to compare
   empty = any(x.shape[a] == 0 for a in axes)
-  if _is_float(x.dtype): ops = ["sum"] if empty else ["sum", "max", "min", "max"]
+  if _is_float(x.dtype): ops = ["sum"] if empty else list(float_ops)
   else: ops = [] if empty else ["max", "min"]
   if not ops: return None
   op = b.draw(st.sampled_from(ops), label="reduce")
-  keepdim = b.draw(st.booleans(), label="keepdim")
+  keepdim = b.draw(st.booleans() if keepdims == (False, True) else st.sampled_from(keepdims), label="keepdim")
   shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape) if keepdim or i not in axes)
   return b.add(op, (x,), shape, x.dtype, axis=axis, keepdim=keepdim)
 
@@ -465,6 +480,56 @@ KINDS = {"movement": _movement, "elementwise": _elementwise, "alias": _alias, "c
          "matmul": _matmul, "conv2d": _conv, "assign": _assign, "barrier": _barrier}
 WEIGHTS = (["movement"] * 4 + ["elementwise"] * 3 + ["alias"] * 2 +
            ["cast", "reduce", "reduce", "matmul", "conv2d", "assign", "barrier"])
+
+
+NESTED_SHAPES = ((2, 3), (4, 5), (3, 1, 4), (2, 3, 4), (5, 0), (1, 4), (3, 4, 2))
+NESTED_LARGE_SHAPES = ((8, 32, 16), (64, 64), (16, 256), (32, 33), (3, 1024))
+NESTED_PALETTES = ("finite", "finite", "ties", "zeros", "mixed", "specials")   # finite sums most often
+NESTED_OPS = ("sum", "sum", "max", "min")   # a max of maxes cannot tell a kept accumulator from a fresh one
+
+
+@st.composite
+def nested_reductions(draw, dtypes: tuple[str, ...] = FLOAT_DTYPES) -> Program:
+  """CONF.PROGRAM.nested: a reduction of a reduction (`x.sum(0).max(keepdim=True)`). Fused into one kernel, the first
+  runs inside the second's loop, and its accumulator must start again from the identity in every outer iteration
+  (EXEC.THREAD.reduce). The input may be moved first and the first result moved or passed through an elementwise op
+  before the second; sometimes a third reduction follows, and the first result is sometimes an output too (one
+  schedule for both). A family of its own, drawn by its own test: changing what `programs` draws would move the
+  derandomized samples that catch the planted bugs of tests/test_programs_planted.py."""
+  large = draw(st.sampled_from([False] * 4 + [True]), label="large")   # LARGE_SHARE
+  b = _Builder(draw, draw(st.sampled_from(dtypes), label="dtype"), large)
+  shape = draw(st.sampled_from(NESTED_LARGE_SHAPES if large else NESTED_SHAPES), label="shape")
+  x = b.new_input(shape, palettes=NESTED_PALETTES)
+  if draw(st.integers(0, 2), label="move first") == 0:   # a view that keeps the axes
+    x = _move(b, x, draw(st.sampled_from(["permute", "flip", "pad", "shrink", "getitem"]), label="movement")) or x
+  nd = len(x.shape)   # the first reduction leaves an axis for the second (all of them where there is one)
+  kept = draw(st.sets(st.integers(0, nd - 1), min_size=1, max_size=nd - 1), label="axes") if nd >= 2 else set()
+  axis = None if nd < 2 else tuple(sorted(kept)) if len(kept) > 1 or draw(st.booleans(), label="tuple") else \
+      next(iter(kept)) - draw(st.sampled_from([0, nd]), label="negative")
+  first = _reduce_over(b, x, axis, NESTED_OPS)
+  if first is None: return Program(tuple(b.inputs), tuple(b.steps), (x.name,), large)
+  between = draw(st.sampled_from(["none", "none", "move", "elementwise"]), label="between")
+  y = first
+  if between == "move": y = _move(b, first) or first
+  elif between == "elementwise":
+    op = draw(st.sampled_from(["neg", "abs", "relu", "add", "mul"]), label="elementwise")
+    y = b.add(op, (first,) * (1 if op in ("neg", "abs", "relu") else 2), first.shape, first.dtype)
+  last = _reduce_across(b, y)
+  if draw(st.integers(0, 3), label="third") == 0: last = _reduce_across(b, last)
+  outs = (last.name,) + ((first.name,) if last is not first and draw(st.integers(0, 3), label="first out") == 0
+                         else ())
+  return Program(tuple(b.inputs), tuple(b.steps), outs, large)
+
+
+def _reduce_across(b: _Builder, y: _Val) -> _Val:
+  """The outer reduction of nested_reductions: over every axis, or over some of the axes with more than one element
+  (a reduction over axes of one element runs no loop for the inner one to be nested in)."""
+  wide = [i for i, n in enumerate(y.shape) if n > 1]
+  if not wide or b.draw(st.integers(0, 2), label="over all") == 0: axis = None
+  else: axis = tuple(sorted(b.draw(st.sets(st.sampled_from(wide), min_size=1), label="outer axes")))
+  # keepdim=True twice in three: refimpl fuses x.sum(0).sum(keepdim=True) into one kernel (the nested loops), but
+  # schedules x.sum(0).sum() as two
+  return _reduce_over(b, y, axis, NESTED_OPS, (True, True, False)) or y
 
 
 @st.composite

@@ -423,12 +423,15 @@ def vjp(adapter: Adapter, op: Op, case: Case, dtype: str, seed: int) -> Outcome:
 
 def _vjp_magnitude(op: Op, case: Case, i: int, cotangents: list[np.ndarray]) -> np.ndarray | float:
   """x of ACC.GRAD.measure: |g| * max(1, |input|), at each position for an elementwise op whose input has the
-  output's shape, else the largest over all of them."""
+  output's shape, else the largest over all of them; where the entry defines its own (Op.grad_magnitude), the larger
+  of that and the largest |g| * max(1, |input|)."""
   a = np.abs(np.asarray(case.inputs[i], np.float64))
-  if op.domain.kind == "elementwise" and len(cotangents) == 1 and cotangents[0].shape == a.shape:
+  if op.grad_magnitude is None and op.domain.kind == "elementwise" and len(cotangents) == 1 \
+     and cotangents[0].shape == a.shape:
     with np.errstate(invalid="ignore", over="ignore"):
       return np.abs(cotangents[0].astype(np.float64)) * np.maximum(1.0, np.where(np.isfinite(a), a, 0.0))
-  return max(A.finite_max(c) for c in cotangents) * max([1.0] + [A.finite_max(x) for x in case.inputs])
+  general = max(A.finite_max(c) for c in cotangents) * max([1.0] + [A.finite_max(x) for x in case.inputs])
+  return general if op.grad_magnitude is None else max(general, op.grad_magnitude(case, cotangents))
 
 
 def _vjp_snippet(adapter: Adapter, op: Op, idx: list[int], cotangents: list[np.ndarray], out_dts: list[str]) -> str:

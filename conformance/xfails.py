@@ -21,17 +21,6 @@ from conformance.strategies import Case
 __all__ = ["XFAILS", "BUGS", "Bug", "expected_failure"]
 
 XFAILS: dict[tuple[str, str, str, str], str] = {
-  # met when one @given per collected test gave each test its own examples (2026-11-25), not yet fixed:
-  ("PYTHON", "max_unpool2d", "float32", "vjp"): "bug: the gradient of max_unpool2d raises numpy's TypeError 'return "
-  "arrays must be of ArrayType' on PYTHON for the drawn example (GRAD.T.max_unpool2d); not yet diagnosed",
-  ("PYTHON", "max_unpool2d", "float64", "fd"): "bug: the gradient of max_unpool2d raises numpy's TypeError 'return "
-  "arrays must be of ArrayType' on PYTHON for the drawn example (GRAD.T.max_unpool2d); not yet diagnosed",
-  ("*", "newton_schulz", "float32", "vjp"): "bug or bound: the float32 gradient is 53.30005 against torch's 53.29982, "
-  "2.2x ACC.GRAD.f32's bound; the iterations compound rounding, and ACC.GRAD has no row for iterated ops yet "
-  "(TENSOR.NEWTON_SCHULZ)",
-  ("*", "scatter_reduce.prod", "bfloat16", "vjp"): "spec gap: where a bfloat16 product overflows to inf at finite x, "
-  "torch's g*result/x is NaN and refimpl's composed gradient 0; TENSOR.SCATTER_REDUCE.prod excludes infinite x from "
-  "the comparison but not an overflowing product",
 }
 
 

@@ -147,6 +147,7 @@ def _cmod(dt: DType) -> Callable:
     a = np.asarray(a, t)
     if _by_positive_scalar(a, b, dt):   # a - (a // b) * b, in place: the divide by a scalar is the fast one
       q = np.floor_divide(a, t(b))
+      if q.ndim == 0: return a - q * t(b)   # numpy hands a 0-d result back as a scalar, which out= cannot take
       q *= t(b)
       return np.subtract(a, q, out=q)
     b = np.asarray(b, t)
@@ -282,7 +283,8 @@ def to_bits(x, dt: DType) -> np.ndarray:
 
 def from_bits(bits, dt: DType) -> np.ndarray:
   if dt == dtypes.bool: return np.asarray(bits) != 0   # OP.BITCAST.bool
-  return np.ascontiguousarray(bits).view(NP[dt])
+  bits = np.asarray(bits)   # a 0-d value stays 0-d: ascontiguousarray would make it 1-d
+  return (bits if bits.ndim == 0 else np.ascontiguousarray(bits)).view(NP[dt])
 
 
 def _bitcast(src: DType, dst: DType) -> Callable:

@@ -100,6 +100,17 @@ def plant(mp):
     return r
   mp.setattr(valu, "fold", wrong)
 '''
+PLANT_NESTED_REDUCE_INIT = '''
+def plant(mp):
+  """EXEC.THREAD.reduce broken as it was before 1026b68: a reduction fused into another reduction's loop has its
+  register's init (constant sources only) placed once, before every loop, so it does not restart from the identity
+  in each outer iteration (x.sum(0).sum(keepdim=True) of ones (8, 32, 16) gives 1050624, not 4096). Only the
+  nested_reductions family reaches it: test_programs' ci sample passes with it planted."""
+  import importlib
+  lin = importlib.import_module("refimpl.codegen.linearize")   # refimpl.codegen re-exports the function by that name
+  right = lin._open_ranges
+  mp.setattr(lin, "_open_ranges", lambda order, anchors: right(order, {}))
+'''
 
 PLANTS = {
   "fold-x-div-x": PLANT_FOLD_X_DIV_X,
@@ -107,7 +118,9 @@ PLANTS = {
   "assign-in-place": PLANT_ASSIGN_IN_PLACE,
   "index-guard-dropped": PLANT_INDEX_GUARD,
   "load-out-of-conditional": PLANT_LOAD_OUT_OF_CONDITIONAL,
+  "nested-reduce-init": PLANT_NESTED_REDUCE_INIT,
 }
+CAUGHT_BY = {"nested-reduce-init": "test_nested_reductions"}   # the family that must catch it (default: any test)
 
 
 def _python(code: str, plant: str | None, timeout: int, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -147,6 +160,7 @@ def test_planted_bug_is_caught(bug, tmp_path):
   out = proc.stdout + proc.stderr
   assert proc.returncode == 1, f"the planted bug {bug} was not caught:\n{out[-3000:]}"
   assert "minimal as hypothesis shrank it" in out, out[-3000:]
+  if bug in CAUGHT_BY: assert f"FAILED conformance/tests/test_programs.py::{CAUGHT_BY[bug]}" in out, out[-3000:]
   failures = [json.loads(line) for line in log.read_text().splitlines()]
   message = [f for f in failures if not f["ok"]][-1]["message"]   # the last failing example: the shrunk one
   assert message.startswith("CONF.PROGRAM ["), message

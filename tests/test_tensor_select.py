@@ -210,6 +210,27 @@ def test_scatter_reduce_gradients_where_torch_differs():
   _same(gs, [0.5, 0.5, 1.0])
 
 
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.bfloat16])
+def test_scatter_reduce_prod_gradient_outside_the_compared_points(dtype):
+  """TENSOR.SCATTER_REDUCE.prod: a zero with a NaN among a target's terms is GRAD.REDUCE.MUL.inf's undefined point:
+  the zero gets g times the NaN product, the NaN term 0 (torch: NaN at both); a partial product past the
+  accumulation dtype's range is inf with gradients inf (torch in float64: 3e38). The conformance domain keeps both
+  out of the comparison with torch (catalogue/selection.py _product_defined)."""
+  x, s = Tensor([1.0, 2.0], dtype=dtype), Tensor([0.0, nan], dtype=dtype)
+  for include_self, want_x in ((True, [nan, 1.0]), (False, [0.0, 1.0])):
+    y = x.scatter_reduce(0, Tensor([0, 0]), s, "prod", include_self=include_self)
+    gx, gs = y.sum().gradient(x, s)
+    _same(y, [nan, 2.0])
+    _same(gx, want_x)
+    _same(gs, [nan, 0.0])
+  x, s = Tensor([1.0], dtype=dtype), Tensor([3e38, 2.0, 0.5], dtype=dtype)
+  y = x.scatter_reduce(0, Tensor([0, 0, 0]), s, "prod")
+  gx, gs = y.sum().gradient(x, s)
+  _same(y, [inf])
+  _same(gx, [inf])
+  _same(gs, [inf, inf, inf])
+
 def test_masked_fill_keeps_the_dtype():
   """TENSOR.MASKED_FILL: the value is converted to self's dtype (torch), not promoted (tinygrad)."""
   out = Tensor([1, 2, 3]).masked_fill(Tensor([True, False, True]), 1.7)

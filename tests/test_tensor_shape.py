@@ -76,6 +76,16 @@ def test_max_unpool2d_repeated_and_outside_positions():
   assert x.grad.numpy().tolist() == [[[[0.0, 10.0, 20.0, 0.0]]]]
 
 
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_max_unpool2d_gradient_on_each_device(device):
+  """GRAD.T.max_unpool2d: dx = g at each element's position. On PYTHON this raised TypeError (the emulator's CMOD fast
+  path on a serial loop's scalar counter, tests/emu/test_emu_valu.py), the example conformance drew."""
+  x = Tensor([[[[-float("inf")]], [[3.0]]]], device=device)
+  out = x.max_unpool2d(Tensor([[[[0]], [[3]]]], dtype=dtypes.int32, device=device), (2, 2), output_size=(2, 2))
+  g = Tensor(np.arange(1, 9, dtype=np.float32).reshape(1, 2, 2, 2), device=device)
+  assert out.gradient(x, gradient=g)[0].numpy().tolist() == [[[[1.0]], [[8.0]]]]
+
 def test_max_unpool2d_inverts_overlapping_max_pool():
   """A maximum shared by overlapping windows is written once (tinygrad adds it twice)."""
   a = np.array([[[[0.0, 5.0, 1.0], [2.0, 3.0, 4.0]]]])

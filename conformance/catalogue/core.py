@@ -117,6 +117,8 @@ class Op:
   grad_dtypes the dtypes gradients are checked in (None: the domain's float dtypes)
   grad_domain (case) -> whether gradients are compared on this example: False keeps them away from an undefined
               point of the rule (GRAD.CHECK.points) or from a listed bug (xfails.BUGS), as the entry's note says
+  grad_magnitude  (case, cotangents) -> the `x` of its gradient bound, for a row ACC.GRAD.<key> that defines its
+              own (ACC.GRAD.NEWTON_SCHULZ); None: ACC.GRAD.measure's `|g| * max(1, |input|)`
   reference   how torch computes the reference: 'float64' (float inputs in float64, ACC.MEASURE.reference),
               'float64-cast' (integer and bool inputs too, after their cast to the default float, for ops that
               promote them: DT.PROMOTE.float) or 'native' (every input in its own dtype, for ops whose rounding
@@ -139,6 +141,7 @@ class Op:
   diff_inputs: tuple[str, ...] | None = None
   grad_dtypes: tuple[str, ...] | None = None
   grad_domain: Callable[[Case], bool] | None = None
+  grad_magnitude: Callable[[Case, list[np.ndarray]], float] | None = None
   reference: str = "float64"
   note: str = ""
 

@@ -146,27 +146,38 @@ def _excluded_self_untied(pick):
 
 
 def _product_defined(case) -> bool:
-  """Where a product mode's gradient is compared (GRAD.REDUCE.MUL.inf): no zero together with an infinity among x
-  and src (0 * inf is an undefined point of the rule), and at most one zero in src (torch's scatter_reduce has no
-  double backward, which the bound's S needs, when two zeros meet in one target)."""
+  """Where a product mode's gradient is compared (TENSOR.SCATTER_REDUCE.prod): no zero together with an infinity or
+  a NaN among x and src (GRAD.REDUCE.MUL.inf: an undefined point of the rule, where the rule gives the zero g times
+  the NaN product and the rest 0, torch NaN at every nonzero term), and at most one zero in src (torch's
+  scatter_reduce has no double backward, which the bound's S needs, when two zeros meet in one target)."""
   if case.params.get("reduce", "prod") not in ("multiply", "prod"): return True
   vals = np.concatenate([np.ravel(np.asarray(case.inputs[0], np.float64)), np.ravel(np.asarray(case.inputs[2],
                                                                                                np.float64))])
-  if ((vals == 0).any() and np.isinf(vals).any()) or int((np.asarray(case.inputs[2]) == 0).sum()) > 1: return False
-  # ACC.RANGE: the rule divides each target's product by its factors, so every nonzero product must be a normal number
+  if ((vals == 0).any() and not np.isfinite(vals).all()) or int((np.asarray(case.inputs[2]) == 0).sum()) > 1:
+    return False
+  # ACC.RANGE: the rule divides each target's product by its factors, so every nonzero product must be a normal
+  # number, and so must every partial product of the src terms in the accumulation dtype (DT.SUM, folded in index
+  # order: EXEC.THREAD.reduce): max * 2 * 0.5 overflows there to inf where the exact product is finite
   x, index, src = (np.asarray(a) for a in case.inputs)
-  products = np.asarray(x, np.float64).copy() if case.params.get("include_self", True) else np.ones(x.shape)
-  has_zero = products == 0
+  include_self = case.params.get("include_self", True)
+  partial = np.ones(x.shape)   # the src terms' product per target, as the fold forms it before x joins
+  has_zero = (np.asarray(x, np.float64) == 0) if include_self else np.zeros(x.shape, bool)
+  acc = {"float64": np.float64}.get(case.dtypes[0], np.float32)
+  acc_tiny, acc_max = np.finfo(acc).tiny, np.finfo(acc).max
   d = case.params["dim"] % max(index.ndim, 1)
   for pos in np.ndindex(*index.shape):
     target = pos[:d] + (int(index[pos]),) + pos[d + 1:]
     if not all(0 <= i < n for i, n in zip(target, x.shape)): continue
-    products[target] *= float(src[pos])
+    partial[target] *= float(src[pos])
     has_zero[target] |= float(src[pos]) == 0
+    p = abs(partial[target])
+    if np.isfinite(p) and (p > acc_max or 0 < p < acc_tiny or (p == 0 and not has_zero[target])): return False
+  products = partial * np.asarray(x, np.float64) if include_self else partial
   tiny, big = np.finfo(np.float16 if case.dtypes[0] == "float16" else np.float32 if case.dtypes[0] in
                        ("float32", "bfloat16") else np.float64).tiny, float_max(to_dtype(case.dtypes[0]))
   if ((products == 0) & ~has_zero).any(): return False   # a product of nonzero factors underflowed to zero
-  nonzero = np.abs(products[(products != 0) & np.isfinite(products)])
+  both = np.concatenate([partial.ravel(), products.ravel()])   # the src product is cast to the dtype before x joins
+  nonzero = np.abs(both[(both != 0) & np.isfinite(both)])
   return bool(((nonzero >= tiny) & (nonzero <= big)).all())
 
 

@@ -4,7 +4,8 @@ the same programs (without transcendental steps) and the ALU edge tables run on 
 and must agree bit for bit (CONF.DEVICES).
 
 Example counts scale with the hypothesis profile: PROGRAMS_PER_EXAMPLE times the profile's max_examples (ci: 6, so
-240 programs), DEVICE_PROGRAMS_PER_EXAMPLE for the device comparison (which compiles every kernel on each device).
+240 programs), NESTED_PROGRAMS_PER_EXAMPLE for the reductions of reductions (60),
+DEVICE_PROGRAMS_PER_EXAMPLE for the device comparison (which compiles every kernel on each device).
 $PROGRAM_LOG (a path) collects every verdict as a JSON line, the shrunk failure last."""
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 from conformance import accuracy as A
 from conformance.catalogue.alu import TRANSCENDENTAL
 from conformance.program_check import Helper, _impl_spec, across_devices, against_reference, run_program
-from conformance.programs import FLOAT_DTYPES, Program, programs
+from conformance.programs import FLOAT_DTYPES, Program, nested_reductions, programs
 from conformance.properties import Outcome
 from conformance.report import note
 from conformance.spec_tables import parse_value
@@ -29,6 +30,7 @@ from refimpl.dtype import to_dtype
 
 PROGRAMS_PER_EXAMPLE = 40
 DEVICE_PROGRAMS_PER_EXAMPLE = 4
+NESTED_PROGRAMS_PER_EXAMPLE = 10
 
 
 def _log(verdict) -> None:
@@ -76,6 +78,22 @@ def _spec_outputs(adapter, backend: str):
 def test_programs(adapter, backend, data):
   spec = _spec_outputs(adapter, backend)
   program = data.draw(programs(_dtypes(adapter)), label="program")   # the dtypes depend on the adapter (a fixture)
+  verdict = against_reference(adapter, program, spec(program) if spec else None)
+  _log(verdict)
+  assert verdict.ok, verdict.message
+
+
+@pytest.mark.clauses("CONF.PROGRAM", "CONF.PROGRAM.nested", "CONF.PROGRAM.values", "CONF.PROGRAM.sizes",
+                     "CONF.PROGRAM.spec", "CONF.PROGRAM.crash", "EXEC.THREAD.reduce", "ACC.PROGRAM",
+                     "ACC.PROGRAM.exact", "ACC.PROGRAM.bound", "ACC.PROGRAM.undetermined")
+@pytest.mark.conformance(op="program", dtype="float32", prop="program")
+@settings(max_examples=_count(NESTED_PROGRAMS_PER_EXAMPLE))
+@given(data=st.data())
+def test_nested_reductions(adapter, backend, data):
+  """CONF.PROGRAM.nested: reductions of reductions, a family drawn apart from test_programs' (its own test, so its
+  own derandomized sample: adding it moved none of test_programs' programs)."""
+  spec = _spec_outputs(adapter, backend)
+  program = data.draw(nested_reductions(_dtypes(adapter)), label="program")
   verdict = against_reference(adapter, program, spec(program) if spec else None)
   _log(verdict)
   assert verdict.ok, verdict.message

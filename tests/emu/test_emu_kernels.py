@@ -72,6 +72,22 @@ def _tri_sum(reduce_op: bool):
   return b.program((8, 1, 1))
 
 
+
+def test_serial_loop_counter_remainder(run):
+  """EXEC.THREAD.range, OP.CMOD: out[g] = sum of inp[r % 3] for r < g + 1. The trip count differs per thread, so the
+  loop runs serially and its counter is a numpy scalar; `r % 3` of it alone took CMOD's in-place fast path and raised
+  TypeError (numpy gives a 0-d result back as a scalar), as the gradient of max_unpool2d did on PYTHON."""
+  b = Builder("tri_mod")
+  out, inp = b.glob(0, f32, 8), b.glob(1, f32, 3)
+  g = b.special("gidx0", 8)
+  r = b.range(b.add(g + 1))
+  v = b.load(inp, b.add(r % 3))
+  b.end(v, r)
+  b.store(out, g, b.reduce(Ops.ADD, v, r))
+  x = np.array([1.0, 10.0, 100.0], np.float32)
+  got, _ = run(b.program((8, 1, 1)), (f32, 8), x)
+  np.testing.assert_array_equal(got, [1, 11, 111, 112, 122, 222, 223, 233])
+
 @pytest.mark.parametrize("reduce_op", [False, True])
 def test_nonuniform_loop(run, reduce_op):
   x = np.arange(1, 9, dtype=np.float32)

@@ -144,3 +144,37 @@ def test_divide_by_scalar(op, dt, data):
   d = data.draw(st.integers(lo, hi) | st.sampled_from([v for v in (1, 2, 3, 306, hi, -1, lo) if lo <= v <= hi]))
   got = valu.alu(op, dt)(valu.to_storage(xs, dt), valu.NP[dt](d))
   assert [int(g) for g in got] == [exec_alu(op, dt, [x, d]) for x in xs], (xs, d)
+
+
+@pytest.mark.parametrize("op,dt", CASES, ids=[f"{o.name}-{d.name.replace(' ', '_')}" for o, d in CASES])
+def test_alu_on_numpy_scalars(op, dt):
+  """EXEC.THREAD.value on numpy scalars, not arrays: a translated kernel holds a serial loop's counter as `t(r)` and a
+  constant as a storage scalar, so an index computed from them alone (`r % 2` inside a loop that is not vectorized)
+  reaches valu with 0-d operands. CMOD's fast path wrote its result with `out=` into what numpy hands back as a scalar
+  there, and raised TypeError 'return arrays must be of ArrayType' (the gradient of max_unpool2d on PYTHON)."""
+  out_dt = dtypes.bool if op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else dt
+  fn = valu.alu(op, out_dt, dt)
+  cols = operand_columns(op, dt, [])
+  srcs = [dtypes.bool, dt, dt] if op is Ops.WHERE else [dt] * len(cols)
+  for row in zip(*cols):
+    args = [valu.to_storage([v], s)[0] for v, s in zip(row, srcs)]   # numpy scalars, as the kernel's `c`/`t(r)`
+    with np.errstate(all="ignore"): got = np.asarray(fn(*args))
+    assert got.shape == (), (op, dt, row, got.shape)
+    g = bool(got) if out_dt == dtypes.bool else int(got) if dtypes.is_int(out_dt) else \
+      float(valu.to_float(got, out_dt))
+    want = exec_alu(op, out_dt, list(row), dt)
+    assert same(g, want), f"{op.name} {dt!r} {row}: emu {g!r}, exec_alu {want!r}"
+
+
+@pytest.mark.parametrize("src,dst", PAIRS, ids=[f"{s.name}->{d.name}".replace(" ", "_") for s, d in PAIRS])
+def test_cast_and_bitcast_on_numpy_scalars(src, dst):
+  """As test_alu_on_numpy_scalars, for CAST and BITCAST: a scalar in gives a scalar out (BITCAST went through
+  ascontiguousarray, which makes a 0-d operand 1-d) with exec_alu's value."""
+  for op in (Ops.CAST, Ops.BITCAST) if src.itemsize == dst.itemsize else (Ops.CAST,):
+    fn = valu.alu(op, dst, src)
+    for v in exact(src, specials(src)):
+      with np.errstate(all="ignore"): got = np.asarray(fn(valu.to_storage([v], src)[0]))
+      assert got.shape == (), (op, src, dst, v, got.shape)
+      g = bool(got) if dst == dtypes.bool else int(got) if dtypes.is_int(dst) else float(valu.to_float(got, dst))
+      want = exec_alu(op, dst, [v], src)
+      assert same(g, want), f"{op.name} {src!r}->{dst!r} {v!r}: emu {g!r}, exec_alu {want!r}"
