@@ -314,25 +314,35 @@ def fold(op: Ops, dt: DType, init, vals: np.ndarray) -> np.ndarray:
 
   Integer ADD/MUL/MAX and bool ops are associative (wrapping arithmetic is arithmetic mod 2**n) and float MAX is a
   semilattice (NaN absorbs, -0.0 < +0.0), so numpy's reductions give the same answer in any order. Float ADD and MUL
-  use ufunc.accumulate, whose definition is the sequential fold; bfloat16 ADD/MUL loop over the iterations."""
+  are the sequential fold itself: with many threads and few iterations one numpy op per iteration over all threads
+  (ufunc.accumulate along the short axis loops a few elements at a time, 20x slower), otherwise ufunc.accumulate
+  along the iterations, whose definition is the sequential fold; bfloat16 ADD/MUL loop over the iterations."""
   t = NP[dt]
-  init = np.broadcast_to(np.asarray(init, t), vals.shape[:1])
-  full = np.concatenate([init[:, None], vals.astype(t, copy=False)], axis=1)
+  n_threads, n_iter = vals.shape
+  init = np.broadcast_to(np.asarray(init, t), (n_threads,))
+  by_iteration = n_iter * 8 <= n_threads   # rows = iterations, each a contiguous array over the threads
+  if by_iteration and _accumulate_exact(op, dt):
+    fn, rows, acc = np.add if op is Ops.ADD else np.multiply, vals.T.astype(t, copy=False), init.copy()
+    for i in range(n_iter): acc = fn(acc, rows[i])
+    return acc
+  if by_iteration: full, ax = np.concatenate([init[None, :], vals.T.astype(t, copy=False)], axis=0), 0
+  else: full, ax = np.concatenate([init[:, None], vals.astype(t, copy=False)], axis=1), 1
   k = kind(dt)
-  if k == "bool": return (np.any if op in (Ops.ADD, Ops.MAX) else np.all)(full, axis=1)
+  if k == "bool": return (np.any if op in (Ops.ADD, Ops.MAX) else np.all)(full, axis=ax)
   if k == "int":
     uf = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}[op]
-    return uf.reduce(full, axis=1, dtype=t)
+    return uf.reduce(full, axis=ax, dtype=t)
   if op is Ops.MAX:
     f = to_float(full, dt)
-    r = np.maximum.reduce(f, axis=1)
-    pos_zero = ((f == 0) & ~np.signbit(f)).any(axis=1)
+    r = np.maximum.reduce(f, axis=ax)
+    pos_zero = ((f == 0) & ~np.signbit(f)).any(axis=ax)
     r = np.where((r == 0) & pos_zero, np.zeros_like(r), r)
     return f32_to_bf16(r) if dt == BF16 else r
   if _accumulate_exact(op, dt):
     uf = np.add if op is Ops.ADD else np.multiply
     return uf.accumulate(full, axis=1)[:, -1]
   fn = alu(op, dt)
-  acc = full[:, 0]
-  for i in range(1, full.shape[1]): acc = fn(acc, full[:, i])
+  rows = full if by_iteration else full.T
+  acc = rows[0]
+  for i in range(1, rows.shape[0]): acc = fn(acc, rows[i])
   return acc
