@@ -104,21 +104,23 @@ class Launch:
       if bad.any(): raise self._out_of_bounds(pos, mem, bad, idx, is_write)
     rows = self._rows(mem)
     flat = idx if rows is None else rows * mem.size + idx.astype(np.int64)
-    if self.sanitize:
-      full = lambda x: np.broadcast_to(x, shape)
+    if self.sanitize:   # threads first: the canonical schedule runs a thread's iterations before the next thread's
+      full = lambda x: np.moveaxis(np.broadcast_to(x, shape), -1, 0)
       self._sanitize(pos, mem, full(eff), full(flat).astype(np.int64), full(idx).astype(np.int64), is_write)
     return eff, flat, shape
 
   def _out_of_bounds(self, pos: int, mem: Mem, bad, idx, is_write: bool) -> SanitizerError:
-    """The fault for the first active lane outside the array in C order: the first iteration (outer loop slowest)
-    with one, its lowest thread, as the Python-loop form of a nest meets them."""
-    i = np.unravel_index(int(np.argmax(bad)), bad.shape)
-    return self.fault("EXEC.BOUNDS", pos, int(i[-1]), f"{'store to' if is_write else 'load from'} {mem.space} "
-                      f"{mem.label}: index {int(np.broadcast_to(idx, bad.shape)[i])} outside size {mem.size}")
+    """The fault of the first active lane outside the array in the canonical schedule (EXEC.SANITIZER): the lowest
+    thread's first iteration that has one (threads are the last axis: moved first)."""
+    by_thread = np.moveaxis(bad, -1, 0)
+    i = np.unravel_index(int(np.argmax(by_thread)), by_thread.shape)
+    ix = int(np.moveaxis(np.broadcast_to(idx, bad.shape), -1, 0)[i])
+    return self.fault("EXEC.BOUNDS", pos, int(i[0]), f"{'store to' if is_write else 'load from'} {mem.space} "
+                      f"{mem.label}: index {ix} outside size {mem.size}")
 
   def _sanitize(self, pos, mem, eff, flat, idx, is_write) -> None:
-    """eff, flat, idx: broadcast to one shape, threads last (C order is the order the Python-loop form meets them)."""
-    tids = np.broadcast_to(self.tid, eff.shape)[eff]
+    """eff, flat, idx: broadcast to one shape with the threads first (EXEC.SANITIZER's canonical schedule order)."""
+    tids = np.broadcast_to(self.tid.reshape((self.T,) + (1,) * (eff.ndim - 1)), eff.shape)[eff]
     els, ix = flat[eff], idx[eff]
     if mem.tracker is not None:   # EXEC.RACE
       eps = self.epoch[tids // self.tpw]
