@@ -18,6 +18,7 @@ from refimpl.uop.ops import UOp
 from refimpl.uop.semantics import exec_alu
 from emu import runtime, valu
 from emu.check import Structure, check_program
+from emu.liveness import free_dead_values
 from emu.vectorize import find_regions
 
 _IDENTITY = {Ops.ADD: 0, Ops.MUL: 1}
@@ -62,6 +63,7 @@ class _Writer:
   def __init__(self, program: LinearProgram, st: Structure):
     self.p, self.st, self.lines, self.env, self.depth = program, st, [], {"np": np}, 1
     self.regions = find_regions(program, st)
+    self.spans: list[tuple[int, int, int]] = []   # lines of each region: (vectorized from, to, its fallback to)
 
   def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
 
@@ -96,15 +98,10 @@ class _Writer:
         self.op(i, u, m, vec)
         i += 1
 
-  def ref(self, s: UOp, vec: dict | None) -> str:
-    """The name of a source's value; inside a vectorized nest, outside values get trailing axes (runtime.expand)."""
-    p = self.st.pos[s]
-    if vec is not None and p < vec["start"] and s.op not in GroupOp.Buffer:
-      if p not in vec["outer"]:
-        vec["outer"].add(p)
-        self.emit(f"w{p} = expand(v{p}, {vec['nd']})")
-      return f"w{p}"
-    return f"v{p}"
+  def ref(self, s: UOp, vec: dict | None = None) -> str:
+    """The name of a source's value (one from outside a vectorized nest broadcasts against the nest's axes as it
+    is: the threads are the last axis, runtime.py)."""
+    return f"v{self.st.pos[s]}"
 
   def loop(self, i: int, end: int, m: str) -> None:
     """A RANGE as a Python loop (EXEC.THREAD.range); threads whose end is smaller drop out of the mask."""
@@ -128,15 +125,17 @@ class _Writer:
     self.emit(f"ns{i} = k.vec_ok(({ends},), {m})")
     self.emit(f"if ns{i} is not None:")
     self.depth += 1
-    vec = {"start": i, "nd": len(ranges), "outer": set(), "ranges": ranges, "m": m, "mv": f"mv{i}", "ns": f"ns{i}"}
-    self.emit(f"mv{i} = expand({m}, {len(ranges)})")
+    vec = {"nd": len(ranges), "ranges": ranges, "m": m, "ns": f"ns{i}"}
+    lo = len(self.lines)
     self.vec_range(i, end, m, vec)
     for r in self.st.reduces_of_region(ranges): self.reduce_vec(r, vec)
+    hi = len(self.lines)
     self.depth -= 1
     self.emit("else:")
     self.depth += 1
     self.loop(i, end, m)
     self.depth -= 1
+    self.spans.append((lo, hi, len(self.lines)))
 
   def vec_range(self, i: int, end: int, m: str, vec: dict) -> None:
     u = self.p.uops[i]
@@ -163,9 +162,8 @@ class _Writer:
     u = self.p.uops[r]
     fold = self.name(valu.fold, "fold")
     ident = self.name(valu.to_storage([identity(u.arg, u.dtype.scalar())], u.dtype.scalar())[0], "c")
-    shape = f"(k.T,) + tuple({vec['ns']})"
     op, dt = self.name(u.arg, "op"), self.name(u.dtype.scalar(), "dt")
-    one = f"{fold}({op}, {dt}, {ident}, np.broadcast_to(%s, {shape}).reshape(k.T, -1))"
+    one = f"{fold}({op}, {dt}, {ident}, k.per_thread(%s, {vec['ns']}))"
     v = f"v{self.st.pos[u.src[0]]}"
     self.emit(f"v{r} = " + (one % v if u.dtype.count == 1 else f"tuple({one % 'x'} for x in {v})"))
 
@@ -173,23 +171,21 @@ class _Writer:
   def op(self, i: int, u: UOp, m: str, vec: dict | None) -> None:
     if vec is not None and i in self.st.acc_skip: return   # the accumulator's LOAD and ALU: folded at its STORE
     src = [self.ref(s, vec) for s in u.src]
-    nd = vec["nd"] if vec else 0
-    mm = vec["mv"] if vec else m
     if u.op is Ops.CONST: self.emit(f"v{i} = {self.name(valu.to_storage([u.arg], u.dtype)[0], 'c')}")
     elif u.op is Ops.DEFINE_GLOBAL: self.emit(f"v{i} = k.glob[{u.arg}]")
     elif u.op in (Ops.DEFINE_LOCAL, Ops.DEFINE_REG): self.emit(f"v{i} = k.mem[{i}]")
     elif u.op is Ops.DEFINE_VAR: self.emit(f"v{i} = {self.name(valu.NP[u.dtype], 't')}(k.vals[{u.arg[0]!r}])")
     elif u.op is Ops.SPECIAL:
-      self.emit(f"v{i} = expand(k.special({u.arg!r}, {self.name(valu.NP[u.dtype], 't')}), {nd})")
+      self.emit(f"v{i} = k.special({u.arg!r}, {self.name(valu.NP[u.dtype], 't')})")
     elif u.op is Ops.INDEX: self.emit(f"v{i} = Addr({src[0]}, {src[1]}, {src[2] if len(src) > 2 else None})")
-    elif u.op is Ops.LOAD: self.emit(f"v{i} = k.load({i}, {mm}, {src[0]}, {nd})")
+    elif u.op is Ops.LOAD: self.emit(f"v{i} = k.load({i}, {m}, {src[0]})")
     elif u.op is Ops.STORE:
       if vec is not None and i in self.st.acc_stores:
         ld, alu, v = self.st.acc_stores[i]
         op, dt = self.name(self.p.uops[alu].op, "op"), self.name(u.src[1].dtype, "dt")
         addr, value = f"v{self.st.pos[u.src[0]]}", self.ref(v, vec)
         self.emit(f"k.acc_fold({ld}, {i}, {vec['m']}, {addr}, {op}, {dt}, {value}, {vec['ns']})")
-      else: self.emit(f"k.store({i}, {mm}, {src[0]}, {src[1]}, {nd})")
+      else: self.emit(f"k.store({i}, {m}, {src[0]}, {src[1]})")
     elif u.op is Ops.BARRIER: self.emit(f"k.barrier({i}, {m})")
     elif u.op in (Ops.END, Ops.ENDIF, Ops.REDUCE): pass   # loops close by dedent; REDUCE values are made at END
     elif u.op is Ops.VECTORIZE: self.emit(f"v{i} = ({', '.join(src)},)" if len(src) > 1 else f"v{i} = {src[0]}")
@@ -229,9 +225,9 @@ def translate(program: LinearProgram) -> Compiled:
   st = check_program(program)
   w = _Writer(program, st)
   w.block(0, len(program.uops), "m0", None)
-  body = "\n".join(w.lines) or "  pass"
+  body = "\n".join(free_dead_values(w.lines, w.spans)) or "  pass"
   source = f"def kernel(k):\n  m0 = k.mask0\n{body}\n"
-  env = {**w.env, "Addr": runtime.Addr, "expand": runtime.expand}
+  env = {**w.env, "Addr": runtime.Addr}
   exec(compile(source, f"<emu {program.name}>", "exec"), env)
   if getenv("DEBUG", 0) >= 3: print(f"// emu: {program.name}\n{source}")
   scratch = [(i, u) for i, u in enumerate(program.uops) if u.op in (Ops.DEFINE_LOCAL, Ops.DEFINE_REG)]

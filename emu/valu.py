@@ -9,6 +9,7 @@ MULACC, huge int -> float, integer POW), the function maps exec_alu over the ele
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable
 
 import numpy as np
@@ -93,16 +94,31 @@ def exec_alu_map(op: Ops, dt: DType, src_dt: DType) -> Callable:
   return fn
 
 
+_MATH = {Ops.EXP2: math.exp2, Ops.LOG2: math.log2, Ops.SIN: math.sin}
+
+
 def libm_map(op: Ops, dt: DType) -> Callable:
   """OP.LIBM for float `dt`: exec_alu(op, dt, xs) is round_float(float64_reference(op)(*xs), dt), so the reference
   runs per element in float64 (no dtype checks, no per-element rounding) and from_f64 rounds the whole array once.
-  from_f64 is the same single round-to-nearest-even as round_float, overflow to inf included (the tests prove it)."""
-  ref = float64_reference(op)
+  from_f64 is the same single round-to-nearest-even as round_float, overflow to inf included (the tests prove it).
+
+  For EXP2, LOG2 and SIN the reference is the math function itself wherever that returns a value, and its own cases
+  (OP.EXP2.overflow, OP.LOG2.zero, OP.LOG2.negative, OP.SIN.inf) are inputs where the math function raises (the tests
+  check both for every 16-bit float and by property tests): the math function is mapped over the array directly,
+  5-10x faster than through the reference's wrapper, and where it raises, element by element with the reference
+  for the elements that raise."""
+  ref, fast = float64_reference(op), _MATH.get(op)
+  def checked(*v):
+    try: return fast(*v)
+    except (ValueError, OverflowError): return ref(*v)
   def fn(*xs):
     args = np.broadcast_arrays(*(np.asarray(to_float(x, dt), np.float64) for x in xs))
-    flat = [a.ravel().tolist() for a in args]
-    vals = np.fromiter(map(ref, *flat), np.float64, count=args[0].size).reshape(args[0].shape)
-    with np.errstate(over="ignore"): return from_f64(vals, dt)
+    flat, n = [a.ravel().tolist() for a in args], args[0].size
+    if fast is None: vals = np.fromiter(map(ref, *flat), np.float64, count=n)
+    else:
+      try: vals = np.fromiter(map(fast, *flat), np.float64, count=n)
+      except (ValueError, OverflowError): vals = np.fromiter(map(checked, *flat), np.float64, count=n)
+    with np.errstate(over="ignore"): return from_f64(vals.reshape(args[0].shape), dt)
   return fn
 
 
@@ -316,25 +332,35 @@ def fold(op: Ops, dt: DType, init, vals: np.ndarray) -> np.ndarray:
 
   Integer ADD/MUL/MAX and bool ops are associative (wrapping arithmetic is arithmetic mod 2**n) and float MAX is a
   semilattice (NaN absorbs, -0.0 < +0.0), so numpy's reductions give the same answer in any order. Float ADD and MUL
-  use ufunc.accumulate, whose definition is the sequential fold; bfloat16 ADD/MUL loop over the iterations."""
+  are the sequential fold itself: with many threads and few iterations one numpy op per iteration over all threads
+  (ufunc.accumulate along the short axis loops a few elements at a time, 20x slower), otherwise ufunc.accumulate
+  along the iterations, whose definition is the sequential fold; bfloat16 ADD/MUL loop over the iterations."""
   t = NP[dt]
-  init = np.broadcast_to(np.asarray(init, t), vals.shape[:1])
-  full = np.concatenate([init[:, None], vals.astype(t, copy=False)], axis=1)
+  n_threads, n_iter = vals.shape
+  init = np.broadcast_to(np.asarray(init, t), (n_threads,))
+  by_iteration = n_iter * 8 <= n_threads   # rows = iterations, each a contiguous array over the threads
+  if by_iteration and _accumulate_exact(op, dt):
+    fn, rows, acc = np.add if op is Ops.ADD else np.multiply, vals.T.astype(t, copy=False), init.copy()
+    for i in range(n_iter): acc = fn(acc, rows[i])
+    return acc
+  if by_iteration: full, ax = np.concatenate([init[None, :], vals.T.astype(t, copy=False)], axis=0), 0
+  else: full, ax = np.concatenate([init[:, None], vals.astype(t, copy=False)], axis=1), 1
   k = kind(dt)
-  if k == "bool": return (np.any if op in (Ops.ADD, Ops.MAX) else np.all)(full, axis=1)
+  if k == "bool": return (np.any if op in (Ops.ADD, Ops.MAX) else np.all)(full, axis=ax)
   if k == "int":
     uf = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}[op]
-    return uf.reduce(full, axis=1, dtype=t)
+    return uf.reduce(full, axis=ax, dtype=t)
   if op is Ops.MAX:
     f = to_float(full, dt)
-    r = np.maximum.reduce(f, axis=1)
-    pos_zero = ((f == 0) & ~np.signbit(f)).any(axis=1)
+    r = np.maximum.reduce(f, axis=ax)
+    pos_zero = ((f == 0) & ~np.signbit(f)).any(axis=ax)
     r = np.where((r == 0) & pos_zero, np.zeros_like(r), r)
     return f32_to_bf16(r) if dt == BF16 else r
   if _accumulate_exact(op, dt):
     uf = np.add if op is Ops.ADD else np.multiply
     return uf.accumulate(full, axis=1)[:, -1]
   fn = alu(op, dt)
-  acc = full[:, 0]
-  for i in range(1, full.shape[1]): acc = fn(acc, full[:, i])
+  rows = full if by_iteration else full.T
+  acc = rows[0]
+  for i in range(1, rows.shape[0]): acc = fn(acc, rows[i])
   return acc

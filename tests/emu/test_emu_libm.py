@@ -1,5 +1,5 @@
-"""The emulator's transcendentals (valu.libm_map: exec_alu's float64 reference per element, one numpy rounding) give
-exec_alu's bits (OP.LIBM, OP.ROUND, EXEC.THREAD.value).
+"""The emulator's transcendentals (valu.libm_map: exec_alu's float64 reference per element, or the math function it
+wraps where that returns, one numpy rounding) give exec_alu's bits (OP.LIBM, OP.ROUND, EXEC.THREAD.value).
 
 - 16-bit floats, exhaustively: every float16 and bfloat16 bit pattern through every unary float op, vectorized
   against exec_alu element by element. POW has 2**32 operand pairs per dtype: every base against 7 exponents and every
@@ -54,10 +54,42 @@ def check(op, dt, *operands: np.ndarray) -> None:
   assert not bad, f"{op.name} {dt}: {len(bad)} of {len(want)} differ, e.g. {examples}"
 
 
+def _math_returns(op, x: float) -> bool:
+  try: valu._MATH[op](x)
+  except (ValueError, OverflowError): return False
+  return True
+
+
 @pytest.mark.parametrize("dt", [F16, BF16], ids=str)
 @pytest.mark.parametrize("op", UNARY, ids=lambda o: o.name)
 def test_unary_exhaustive_16bit(op, dt):
-  check(op, dt, all_16bit(dt))
+  """All patterns at once (for EXP2/LOG2/SIN: some make the math function raise, so libm_map goes element by element)
+  and, for those ops, all the patterns where it returns (libm_map maps the math function over the whole array)."""
+  every = all_16bit(dt)
+  check(op, dt, every)
+  if op in valu._MATH:
+    returns = np.array([_math_returns(op, x) for x in values(every, dt)])
+    assert 0 < returns.sum() < len(every)
+    check(op, dt, every[returns])
+
+
+_SPECIALS = [0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan, 5e-324, -5e-324, 1e308, -1e308, 1024.0, 1023.99,
+             -1075.0, -1e4, 1e22, 3.14159, -2.5]
+
+
+@pytest.mark.parametrize("op", list(valu._MATH), ids=lambda o: o.name)
+def test_math_function_is_the_reference_where_it_returns(op):
+  """The premise of libm_map's fast path (OP.LIBM): float64_reference(op)(x) is math's function of x, same bits,
+  wherever that returns, and a value (its own case) where it raises; every 16-bit float and float64 specials."""
+  ref, fast = float64_reference(op), valu._MATH[op]
+  xs = values(all_16bit(F16), F16) + values(all_16bit(BF16), BF16) + _SPECIALS
+  raised = 0
+  for x in xs:
+    want = ref(x)
+    try: got = fast(x)
+    except (ValueError, OverflowError): raised += 1; continue
+    assert ref_bits(got, F64) == ref_bits(want, F64), (op, x, got, want)
+  assert raised   # the reference's own cases are met
 
 
 # signed zero, the identity, even/odd/non-integer/negative exponents (and bases), infinity, NaN

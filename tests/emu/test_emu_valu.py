@@ -104,10 +104,13 @@ def test_cast_and_bitcast(src, dst, data):
 @pytest.mark.parametrize("op", [Ops.ADD, Ops.MUL, Ops.MAX])
 @pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.int8,
                                 dtypes.uint32, dtypes.int64, dtypes.bool])
-def test_fold_is_left_to_right(op, dt):
-  """EXEC.THREAD.reduce: valu.fold (ufunc.accumulate / reduce) equals a Python loop of exec_alu."""
+@pytest.mark.parametrize("n_threads, n_iter", [(5, 300), (300, 5)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_fold_is_left_to_right(op, dt, n_threads, n_iter, order):
+  """EXEC.THREAD.reduce: valu.fold (ufunc.accumulate / reduce along the iterations for few threads, one op per
+  iteration over all threads for few iterations) equals a Python loop of exec_alu; the emulator passes (threads,
+  iterations) as a transposed view (order F) of its (iterations, threads) values."""
   rng = np.random.default_rng(0)
-  n_threads, n_iter = 5, 300
   bits = rng.integers(0, 1 << (8 * dt.itemsize), size=n_threads * n_iter, dtype=np.uint64)
   if dtypes.is_float(dt):   # mostly ordinary magnitudes so that rounding order matters, plus some specials
     vals = list(rng.standard_normal(n_threads * n_iter) * 1e3)
@@ -118,6 +121,7 @@ def test_fold_is_left_to_right(op, dt):
   ident = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(dt)}[op]
   ident = dtypes.as_const(ident, dt) if dt != dtypes.bool else op is Ops.MUL
   arr = valu.to_storage(vals, dt).reshape(n_threads, n_iter)
+  if order == "F": arr = np.asfortranarray(arr)
   with np.errstate(all="ignore"): got = valu.fold(op, dt, valu.to_storage([ident], dt)[0], arr)
   for t in range(n_threads):
     acc = ident
