@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conformance.spec_tables import edge_tables, parse_value, same_value
 from refimpl.codegen import linearize
@@ -525,3 +526,17 @@ def bad_launches(dev: Backend) -> list[tuple[str, object, str]]:
           ("a buffer too few", go({"n": n}, (n, 1, 1), None, bufs[:-1]), "EXEC.PROGRAM.params"),
           ("a buffer of the PYTHON device", go({"n": n}, (n, 1, 1), None, [Device["PYTHON"].alloc(n, dtypes.int8)] +
                                                bufs[1:]), "EXEC.PROGRAM.params")]
+
+
+def cl_opens() -> bool:
+  """Whether the CL device opens here (pyopencl, an ICD such as PoCL, a device)."""
+  try:
+    Device["CL"]
+    return True
+  except Exception:   # no pyopencl, no ICD, no device
+    return False
+
+
+# tests that run on CL skip without a driver, saying so (DEV.CL.absent; tests/test_no_opencl.py checks the reason)
+needs_cl = pytest.mark.skipif(not cl_opens(), reason="DEV.CL.absent (DEV.REGISTRY): no OpenCL device (pyopencl, an "
+                              "ICD such as PoCL)")

@@ -11,23 +11,11 @@ import pytest
 from refimpl import Tensor
 from refimpl.codegen import search
 from refimpl.codegen.opt import OptOps
-from refimpl.device import Device
 from refimpl.engine import realize
+from tests.backend_checks import needs_cl
 
 HAVE_CC = shutil.which(os.environ.get("CC", "cc")) is not None
-
-
-def cl_opens() -> bool:
-  try:
-    Device["CL"]
-    return True
-  except Exception:   # no pyopencl, no ICD, no device
-    return False
-
-
 needs_cc = pytest.mark.skipif(not HAVE_CC, reason="DEV.COMPILE: no C compiler ($CC or cc): the CPU cannot compile")
-needs_cl = pytest.mark.skipif(not cl_opens(), reason="DEV.CL.absent (DEV.REGISTRY): no OpenCL device (pyopencl, an "
-                              "ICD such as PoCL)")
 _plain: dict[str, np.ndarray] = {}
 
 

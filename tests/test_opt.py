@@ -21,6 +21,7 @@ from refimpl.renderer.opencl import OpenCLRenderer
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp, graph_rewrite
 from refimpl.uop.symbolic import symbolic
+from tests.backend_checks import needs_cl
 
 HAVE_CC = shutil.which(os.environ.get("CC", "cc")) is not None
 needs_cc = pytest.mark.skipif(not HAVE_CC, reason="DEV.COMPILE: no C compiler ($CC or cc): the CPU cannot compile")
@@ -318,16 +319,6 @@ def test_beam_gives_noopt_bits_and_caches_its_winner(monkeypatch, tmp_path):
 
 
 # ---- CL (PoCL in CI): the options give NOOPT's bits
-
-def cl_opens() -> bool:
-  try:
-    Device["CL"]
-    return True
-  except Exception:   # no pyopencl, no ICD, no device
-    return False
-
-
-needs_cl = pytest.mark.skipif(not cl_opens(), reason="DEV.REGISTRY: no OpenCL device (pyopencl, an ICD such as PoCL)")
 
 
 @needs_cl
