@@ -9,8 +9,7 @@ helper computes 2**x in double and rounds once to float:
   exact, |f| <= 1/2;
 - 2**f = 1 + f * q(f), q a degree-9 polynomial in Horner form (`COEFFS`, tools/exp2_poly.py): within 2**-50.6 of
   2**f on [-1/2, 1/2] before rounding, 2**-50.3 after Horner's roundings in double (measured against exp2l at 2e7
-  points), far below float32's 2**-24; f = 0 gives
-  exactly 1, so an integer x gives an exact power of two (OP.EXP2);
+  points), far below float32's 2**-24; f = 0 gives exactly 1, so an integer x gives an exact power of two (OP.EXP2);
 - 2**k is built from t's bits ((k + 1023) << 52, k in [-151, 151]: a normal double), and (1 + f*q) * 2**k is exact;
 - the one rounding to float gives subnormals, +0.0 and +inf as IEEE 754 rounds them (ties to even), so the exact
   values of OP.EXP2's table come out, and every other result is one of the two floats around 2**x (ACC.EXP2.f32:
