@@ -17,6 +17,7 @@ from refimpl.device import LinearProgram
 from refimpl.dtype import ConstType, DType, dtypes
 from refimpl.helpers import SpecError
 from refimpl.renderer import Renderer, bounds, check_program
+from refimpl.renderer.exp2 import exp2_f32_source
 from refimpl.uop import Ops
 from refimpl.uop.ops import UOp
 
@@ -497,7 +498,7 @@ inline int long register restrict return short signed sizeof static struct switc
 while bool true false half uchar ushort uint ulong size_t kernel global local constant private read_only write_only
 read_write class new delete template namespace this operator virtual public protected friend asm main barrier sin exp2
 log2 pow sqrt trunc fma nextafter ldexp memcpy isinf isfinite signbit fabs INFINITY NAN""".split())
-_HELPER = re.compile(r"(cdiv|cmod|shr|pow|max|f2i|round|fma|bitcast|f16|bf16|f32|f64|u64|i64)_")
+_HELPER = re.compile(r"(cdiv|cmod|shr|pow|max|f2i|round|fma|bitcast|exp2|f16|bf16|f32|f64|u64|i64)_")
 
 
 def kernel_name(program: LinearProgram) -> str:
@@ -526,6 +527,14 @@ class CRenderer(CStyleLanguage):
     name = f"max_{'f64' if dt == dtypes.float64 else 'f32'}"
     return k.need(name, f"{self.helper_prefix}{t} {name}({t} a, {t} b) {{ if (a > b) return a; if (b > a) return b; "
                   f"return a != a || b != b ? a + b : signbit(a) ? b : a; }}")
+
+  def float_alu(self, k: _Kernel, op: Ops, dt: DType, a: list[str]) -> str:
+    """DEV.C.exp2: EXP2 of float32 and of the 16-bit floats (rounded after, DEV.C.half) is the branch-free helper
+    `exp2_f32` (refimpl/renderer/exp2.py), which GCC vectorises; glibc's exp2f is a call per element. float64
+    keeps libm's exp2 (DEV.C.libm)."""
+    if op is Ops.EXP2 and dt != dtypes.float64:
+      return k.need("exp2_f32", exp2_f32_source(self.helper_prefix)) + f"({a[0]})"
+    return super().float_alu(k, op, dt, a)
 
   def grid_params(self, program: LinearProgram) -> list[str]:
     """The size parameters after core_start/core_end: `gsize0`, `gsize1` when gidx1 or gidx2 is used (to split the

@@ -44,8 +44,13 @@ FLAGS = ("-shared", "-fPIC", "-O2", "-std=c11", "-ffp-contract=off", "-fno-math-
 # -march=native because a tile of 8 float32 lanes fills one AVX register. Neither changes a value: no fast-math, no
 # contraction. Small kernels keep -O2, which compiles about twice as fast.
 TILE_REGS = 8
-TILE_FLAGS = ("-O3", "-fno-tree-loop-vectorize") + (("-march=native",) if platform.machine().lower() in
-                                                    ("x86_64", "amd64") else ())
+NATIVE = ("-march=native",) if platform.machine().lower() in ("x86_64", "amd64") else ()
+TILE_FLAGS = ("-O3", "-fno-tree-loop-vectorize") + NATIVE
+# DEV.C.flags.exp2: a kernel with float32 or 16-bit EXP2 (the helper of DEV.C.exp2) is compiled for the host's vector
+# units, -O2 with -march=native: GCC's loop vectoriser then runs the helper 8 lanes at a time, and folds a sum of
+# exponentials in order (a fold-left reduction), so no value changes; without -march=native the vector code (SSE2,
+# 2 doubles) was slower than exp2f.
+EXP2_FLAGS = ("-O2",) + NATIVE
 LIMITS = Limits()            # DEV.CPU.limits: those of the PYTHON device, so a program that runs there runs here
 BATCH_MAX = 16               # DEV.CPU.batch: programs per compiler run
 PARALLEL_MIN = 4096          # DEV.C.threads: fewer work-groups than this run on the calling thread, unless
@@ -369,10 +374,13 @@ def _address(handle: np.ndarray) -> int:
 
 
 def flags_for(program: LinearProgram) -> tuple[str, ...]:
-  """DEV.C.flags / DEV.C.flags.tile: the compiler flags for `program`: FLAGS, with TILE_FLAGS in place of -O2 when
-  the program keeps TILE_REGS or more register accumulators (a tile of outputs per thread)."""
-  if sum(u.op is Ops.DEFINE_REG for u in program.uops) < TILE_REGS: return FLAGS
-  return tuple(x for f in FLAGS for x in (TILE_FLAGS if f == "-O2" else (f,)))
+  """DEV.C.flags / DEV.C.flags.tile / DEV.C.flags.exp2: the compiler flags for `program`: FLAGS, with TILE_FLAGS in
+  place of -O2 when the program keeps TILE_REGS or more register accumulators (a tile of outputs per thread), else
+  EXP2_FLAGS when it has an EXP2 of float32 or a 16-bit float."""
+  if sum(u.op is Ops.DEFINE_REG for u in program.uops) >= TILE_REGS: opt = TILE_FLAGS
+  elif any(u.op is Ops.EXP2 and u.dtype != dtypes.float64 for u in program.uops): opt = EXP2_FLAGS
+  else: return FLAGS
+  return tuple(x for f in FLAGS for x in (opt if f == "-O2" else (f,)))
 
 
 CACHE_VERSION = "2"   # DEV.CPU.cache: since version 2 a cached object ends with its TRAILER
