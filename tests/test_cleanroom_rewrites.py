@@ -129,8 +129,7 @@ def _eval(n: ast.AST, env: dict, dt):
   if isinstance(n, ast.Call) and n.func.id == "lo": return env["lo:" + n.args[0].id]   # RW.BOUNDS.const
   if isinstance(n, ast.Call) and n.func.id == "max": return _alu("max", dt, *(_eval(a, env, dt) for a in n.args))
   if isinstance(n, ast.Call) and n.func.id == "where":
-    c = n.args[0]
-    cond = _literal(c) if _is_literal(c) else env[c.id]
+    cond = _eval(n.args[0], env, dt)   # a bool literal, `b`, or a comparison (the RW.IDX.*-split rows)
     return _eval(n.args[1], env, dt) if cond else _eval(n.args[2], env, dt)
   raise ValueError(ast.dump(n))
 
