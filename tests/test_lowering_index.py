@@ -163,6 +163,18 @@ def test_max_pool2d_and_its_gradient_match_numpy(kernel, stride):
   assert np.array_equal(gx.numpy(), grad)
 
 
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_a_loop_split_twice_has_distinct_loops(device):
+  """EXEC.LOWER.split in two rounds: masked_select's cumulative count over 8 elements reads its loop as r // 4 and
+  (r // 2) % 2, so the loop splits 8 -> 4 x 2, then the outer 4 -> 2 x 2. Both inner loops have 2 iterations and
+  must stay two loops (a shared RANGE made the REDUCE list one loop twice and the linearizer raise StopIteration).
+  Values against numpy."""
+  x = np.arange(8, dtype=np.uint8).reshape(2, 2, 2)
+  for mask in (np.zeros((2, 2), bool), np.array([[True, False], [False, True]])):
+    got = Tensor(x, device=device).masked_select(Tensor(mask, device=device)).numpy()
+    assert np.array_equal(got, x[np.broadcast_to(mask, x.shape)])
+
+
 def test_conv2d_padded_load_has_one_mask():
   """EXEC.LOWER.pad: the input's load is gated once by the joined pad mask, and no WHERE wraps it."""
   sink = _conv_sink(1)

@@ -197,8 +197,11 @@ def split_divided_loops(sink: UOp) -> UOp:
   loops: dict[UOp, tuple[UOp, UOp]] = {}
   memo: dict[UOp, UOp] = {}
   for r, c in split.items():
-    outer = r.replace(src=(r.src[0].const_like(r.src[0].arg // c),))
-    inner = UOp(Ops.RANGE, r.dtype, (r.src[0].const_like(c),), arg=(*r.arg, "split"))   # a new, distinct loop
+    n = r.src[0].arg
+    outer = r.replace(src=(r.src[0].const_like(n // c),))
+    # a new, distinct loop: its arg names the size split, since a second round splits the outer loop again (8 -> 4 x 2
+    # -> 2 x 2 x 2) and an inner loop of the same size and arg would be the same hash-consed RANGE twice in the REDUCE
+    inner = UOp(Ops.RANGE, r.dtype, (r.src[0].const_like(c),), arg=(*r.arg, "split", n))
     loops[r], memo[r] = (outer, inner), outer * c + inner
   for u in sink.toposort():
     if u in memo: continue
