@@ -371,7 +371,9 @@ def heuristic(ast: UOp, device: str) -> tuple[Opt, ...]:
     k = next((k for k in (128, 64, 32) if lay.numel % k == 0), min(128, lay.numel))
     return (Opt(OptOps.LOCAL, 0, k),) if k > 1 else ()
   if lay.numel * math.prod(lay.reduce_sizes) < SMALL_WORK: return ()
-  if not lay.reduce_sizes: return (Opt(OptOps.UPCAST, 0, _amount(lay.numel, 8)),)
+  if not lay.reduce_sizes:   # elementwise (a flat layout), or a reduction over no values (its output's layout)
+    axes = [a for a, s in enumerate(lay.shape) if s > 1]
+    return (Opt(OptOps.UPCAST, axes[-1], _amount(lay.shape[axes[-1]], 8)),) if axes else ()
   last = len(lay.reduce_sizes) - 1
   unroll = lay.reduce_sizes[last] % 4 == 0 and lay.reduce_sizes[last] >= 8
   loads, gated, itemsize = _shared_loads(ast, lay)
