@@ -86,6 +86,33 @@ def test_graphs_built_in_threads_while_cpu_kernels_run(fast_switching):
   assert all(a is b for a, b in zip(again, built[0][0]))
 
 
+def test_tensors_made_in_threads_while_another_realizes(fast_switching):
+  """Two threads make tensors without pause while a third realizes 300 times: realizing walks every live tensor
+  (refimpl.tensor.core.live_tensors), and a walk that another thread's new tensor interrupts raised RuntimeError
+  'Set changed size during iteration' (seen once in CI in the test above; this one failed on the old code)."""
+  stop = threading.Event()
+  errors: list = []
+  sums: list = []
+
+  def make():
+    try:
+      while not stop.is_set(): _ = [Tensor([1.0, 2.0]) for _ in range(50)]
+    except BaseException as e: errors.append(e)   # noqa: BLE001
+
+  def realize():
+    try:
+      for i in range(300): sums.append((Tensor(np.full(4, i, np.float32), device="PYTHON") + 1).numpy().sum())
+    except BaseException as e: errors.append(e)   # noqa: BLE001
+    finally: stop.set()
+
+  makers = [threading.Thread(target=make) for _ in range(2)]
+  for m in makers: m.start()
+  realize()
+  for m in makers: m.join()
+  assert not errors, errors
+  assert sums == [4.0 * (i + 1) for i in range(300)]
+
+
 def test_registry_opens_a_device_once(monkeypatch, fast_switching):
   """DEV.REGISTRY under threads: eight threads ask a fresh registry for a slow-to-make device at once; one backend
   is made and all get it."""

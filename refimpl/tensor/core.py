@@ -6,6 +6,7 @@ rules of spec/dtypes.md (DT.PROMOTE, DT.SCALAR-PROMOTE)."""
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -24,6 +25,20 @@ _NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtyp
        dtypes.uint64: np.uint64, dtypes.float16: np.float16, dtypes.bfloat16: np.uint16, dtypes.float32: np.float32,
        dtypes.float64: np.float64}
 _FROM_NP = {np.dtype(v): k for k, v in _NP.items() if k != dtypes.bfloat16}
+
+# UOP.HASHCONS.threads: tensors may be made in one thread while another realizes, and realizing walks every live
+# tensor. A WeakSet raises "Set changed size during iteration" when another thread adds to it mid-walk, so adds and
+# walks share this lock; the garbage collector's removals cannot take it (a collection may run while this thread
+# holds it) and the WeakSet defers them during a walk, except in a window of a few bytecodes, which the retry covers.
+_live_lock = threading.RLock()
+
+
+def live_tensors() -> list[Tensor]:
+  """A snapshot of every Tensor object that is still alive."""
+  while True:
+    with _live_lock:
+      try: return list(Tensor._live)
+      except RuntimeError: continue   # a collection removed a dead tensor mid-walk (see _live_lock)
 
 
 def _bf16_bits(a: np.ndarray) -> np.ndarray:
@@ -110,7 +125,7 @@ class Tensor(metaclass=_TensorType):
     # GRAD.NOGRAD: under no_grad, new tensors refuse gradients unless asked for explicitly
     self.requires_grad = False if requires_grad is None and Tensor.no_grad else requires_grad
     self.grad: Tensor | None = None
-    Tensor._live.add(self)
+    with _live_lock: Tensor._live.add(self)
 
   # ---- autograd (spec/gradients.md) ----
   @property
@@ -118,7 +133,7 @@ class Tensor(metaclass=_TensorType):
     """True (backward() fills .grad of a leaf), False, or None (undecided); only float tensors can require gradients.
     A tensor computed from one that requires gradients requires them too (GRAD.NOGRAD), unless made under no_grad."""
     if self._requires_grad is not None: return self._requires_grad
-    leaves = {t.uop for t in list(Tensor._live) if t._requires_grad}
+    leaves = {t.uop for t in live_tensors() if t._requires_grad}
     return True if leaves and any(u in leaves for u in self.uop.toposort()) else None
   @requires_grad.setter
   def requires_grad(self, value: bool | None) -> None:
@@ -134,7 +149,7 @@ class Tensor(metaclass=_TensorType):
     together they are one buffer. A graph without a BUFFER (a constant) or one another live tensor holds is shared."""
     if getattr(self, "_requires_grad", None): return False   # already a leaf of its own
     if not any(u.op is Ops.BUFFER for u in self.uop.toposort()): return True
-    return any(t is not self and t.uop is self.uop for t in list(Tensor._live))
+    return any(t is not self and t.uop is self.uop for t in live_tensors())
 
   def _fresh_buffer(self) -> UOp:
     """A new, unwritten buffer of this tensor's shape, dtype and device (as a RESHAPE of the BUFFER node)."""
@@ -189,7 +204,7 @@ class Tensor(metaclass=_TensorType):
     (GRAD.ACCUM); without `gradient` this tensor must have one element (GRAD.SCALAR)."""
     from refimpl.gradient import compute_gradient
     seed = self._grad_seed(gradient)
-    candidates = [t for t in list(Tensor._live) if t._requires_grad]   # leaves: requires_grad set on the tensor itself
+    candidates = [t for t in live_tensors() if t._requires_grad]   # leaves: requires_grad set on the tensor itself
     root, alias = _through_realized(self.uop, {t.uop for t in candidates})
     graph = set(root.toposort())
     leaves = [t for t in candidates if alias.get(t.uop, t.uop) in graph]
@@ -303,7 +318,7 @@ class Tensor(metaclass=_TensorType):
     only."""
     u = self.uop
     while u.op is Ops.RESHAPE: u = u.src[0]
-    if u.op is Ops.BUFFER and any(t is not self and t.uop is self.uop for t in list(Tensor._live)):
+    if u.op is Ops.BUFFER and any(t is not self and t.uop is self.uop for t in live_tensors()):
       # EXEC.SCHED.cow: hash-consing gave equal values one buffer (two Tensor.zeros(3) realized together); writing
       # into it would change the other tensors too, so this tensor gets a buffer of its own first
       return self._fresh_buffer()
@@ -387,7 +402,7 @@ def _base_buffer(u: UOp) -> UOp | None:
 def _record_lineage(ran: dict[UOp, UOp], graphs: dict[UOp, UOp]) -> None:
   written = {_base_buffer(g) for g in graphs.values() if g is not None}
   for key in [k for k in list(_lineage.keys()) if _base_buffer(k) in written]: del _lineage[key]
-  leaves = {t.uop for t in list(Tensor._live) if t._requires_grad}
+  leaves = {t.uop for t in live_tensors() if t._requires_grad}
   if not leaves: return
   for root in graphs:
     if root.op is Ops.ASSIGN or root in leaves or root is ran[root]: continue
@@ -418,7 +433,7 @@ def _replace(mapping: dict[UOp, UOp]) -> None:
   `a.assign(x) * 2`, reads the written buffer afterwards instead of holding an assign that would run again."""
   effects = {k: v for k, v in mapping.items() if k.op is Ops.ASSIGN}
   memo: dict[UOp, UOp] = dict(effects)
-  for t in list(Tensor._live):
+  for t in live_tensors():
     if t.uop in mapping: t.uop = mapping[t.uop]
     elif effects: t.uop = _substitute(t.uop, memo)
 
