@@ -21,7 +21,7 @@ from refimpl.dtype import float_max, least_upper_dtype, least_upper_float, sum_a
 
 __all__ = ["Domain", "Op", "FLOATS", "INTS", "TORCH_INTS", "NUMERIC", "ANY", "same", "boolean", "floating", "summed",
            "promoted", "fixed", "reduced_count", "TORCH_HELPERS", "sqrt_max", "sum_limit", "exp_limit",
-           "square_limit", "finite_inputs", "no_nan_inputs", "away_from", "divisor_range", "all_of",
+           "chain_in_range", "square_limit", "finite_inputs", "no_nan_inputs", "away_from", "divisor_range", "all_of",
            "recip_range"]
 
 FLOATS = S.FLOATS
@@ -255,6 +255,24 @@ def sqrt_max(dtype: str) -> float:
 def sum_limit(dtype: str) -> float:
   """ACC.RANGE for sums of up to 64 terms: partial sums stay finite (largest finite / 64)."""
   return float_max(to_dtype(dtype)) / 64
+
+
+def chain_in_range(values: np.ndarray, dtype: str, final: bool = False) -> np.ndarray:
+  """ACC.RANGE for products folded left to right (EXEC.REDUCE.blocked: one chain up to 2**16 values) along the last
+  axis of `values`, in the accumulator dtype of `dtype` (DT.SUM: float32 for float16 and bfloat16): whether every
+  partial product stays within a factor 2 of the accumulator's normal range, up to the first zero, infinity or NaN.
+  A partial that overflows or underflows there changes the result where the exact product is ordinary: max * 2 *
+  0.5 is inf in float32, tiny * tiny * big is 0. The last partial is the result itself, whose rounding is the
+  reference's too; `final=True` checks it as well (a product that a later step multiplies further). One bool per
+  chain. The test is on sums of log2 |v|, so float64 inputs cannot overflow it."""
+  acc = np.float64 if dtype == "float64" else np.float32
+  hi, lo = math.log2(float(np.finfo(acc).max)) - 1, math.log2(float(np.finfo(acc).tiny)) + 1
+  values = np.asarray(values, np.float64)
+  if values.shape[-1] == 0: return np.ones(values.shape[:-1], bool)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    logs = np.cumsum(np.log2(np.abs(values)), axis=-1)   # -inf after a zero, inf or NaN after a non-finite value
+  checked = logs if final else logs[..., :-1]
+  return ~(np.isfinite(checked) & ((checked > hi) | (checked < lo))).any(axis=-1)
 
 
 def exp_limit(scale: float = 1.0) -> Callable[[str], float]:

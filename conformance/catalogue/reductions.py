@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from conformance import strategies as S
 from conformance.accuracy import eps
-from conformance.catalogue.core import (ANY, FLOATS, TORCH_INTS, Domain, Op, boolean, finite_inputs, fixed, floating,
-                                        reduced_count, sum_limit, summed)
+from conformance.catalogue.core import (ANY, FLOATS, TORCH_INTS, Domain, Op, boolean, chain_in_range, finite_inputs,
+                                        fixed, floating, reduced_count, sum_limit, summed)
 from refimpl.dtype import float_max, to_dtype
 
 __all__ = ["OPS"]
@@ -50,6 +50,22 @@ def _no_zero_with_inf(case) -> bool:
   dt = to_dtype(case.dtypes[0])
   ebits = {"float16": 5, "bfloat16": 8, "float32": 8, "float64": 11}[case.dtypes[0]]
   return bool(((p == 0) | ((p >= 2.0 ** (3 - (1 << (ebits - 1)))) & (p <= float_max(dt) / 2))).all())
+
+
+def _product_in_range(case) -> np.ndarray:
+  """Where torch's float64 product is the reference (ACC.RANGE): the outputs whose fold, in the order the kernel
+  forms it (the reduced axes last, row-major; EXEC.REDUCE.blocked), keeps every partial product ordinary
+  (`chain_in_range`): max * 2 * 0.5 is inf in float32 where torch gives max. Integers wrap and are always compared."""
+  x = np.asarray(case.inputs[0], np.float64)
+  axis, keepdim = case.params.get("axis"), case.params.get("keepdim", False)
+  axes = tuple(range(x.ndim)) if axis is None else tuple(sorted({a % x.ndim for a in ((axis,) if isinstance(axis, int)
+                                                                                       else axis)}))
+  kept = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+  out_shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdim else kept
+  if case.dtypes[0] not in FLOATS: return np.ones(out_shape, bool)
+  n = math.prod(x.shape[a] for a in axes)
+  chains = np.moveaxis(x, axes, tuple(range(x.ndim - len(axes), x.ndim))).reshape(*kept, n)
+  return chain_in_range(chains, case.dtypes[0]).reshape(out_shape)
 
 
 def _spread(case) -> bool:
@@ -94,9 +110,10 @@ OPS: list[Op] = [
           note="DT.SUM: bool and small integers accumulate in int32 here, int64 in torch (compared modulo 2**bits)"),
   _reduce("prod", "x.prod(axis, keepdim)", "prod(x, axis, keepdim)", "PROD",
           ("GRAD.REDUCE.MUL", "GRAD.REDUCE.MUL.zero", "DT.SUM"), dtypes=FLOATS + TORCH_INTS, lo=-2, hi=2,
-          grad_domain=_no_zero_with_inf, out_dtype=summed,
+          grad_domain=_no_zero_with_inf, out_dtype=summed, torch_defined=_product_in_range,
           note="DT.SUM: integer products accumulate in int32 here, int64 in torch; gradients are not compared where "
-               "a zero meets an infinity or a NaN (GRAD.REDUCE.MUL.inf)"),
+               "a zero meets an infinity or a NaN (GRAD.REDUCE.MUL.inf), values not where a partial product of the "
+               "fold overflows or underflows (ACC.RANGE)"),
   _reduce("max", "x.max(axis, keepdim)", "torch.amax(x, dim=dims(axis, x.ndim), keepdim=keepdim)", "MAX",
           ("OP.MAX", "OP.MAX.nan", "GRAD.REDUCE.MAX", "GRAD.REDUCE.MAX.tie"), dtypes=ANY, nonempty=True,
           note="compared with torch.amax (GRAD.REDUCE.MAX.tie)"),

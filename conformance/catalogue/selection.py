@@ -11,7 +11,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from conformance import strategies as S
-from conformance.catalogue.core import ANY, FLOATS, NUMERIC, TORCH_INTS, Domain, Op, all_of, fixed, floating, summed
+from conformance.catalogue.core import (ANY, FLOATS, NUMERIC, TORCH_INTS, Domain, Op, all_of, chain_in_range, fixed,
+                                        floating, summed)
 from conformance.catalogue.reductions import _no_zero_with_inf
 from conformance.strategies import NP
 from refimpl.dtype import float_max, to_dtype
@@ -145,6 +146,25 @@ def _excluded_self_untied(pick):
   return untied
 
 
+def _src_product_in_range(case) -> np.ndarray:
+  """Where torch's float64 result is the reference for a product mode's values (ACC.RANGE): the positions of x whose
+  src terms, folded in index order in the accumulation dtype (DT.SUM), keep every partial product ordinary
+  (`chain_in_range`), and whose src product, cast to the dtype before x joins it, is ordinary too: three src terms
+  max, 2, 0.5 give inf in float32 where torch gives max. Untouched positions and integers are always compared."""
+  x = np.asarray(case.inputs[0])
+  mask = np.ones(x.shape, bool)
+  if case.params.get("reduce", "prod") not in ("multiply", "prod") or case.dtypes[0] not in FLOATS: return mask
+  joins = case.params.get("include_self", True)   # x multiplies the src product afterwards
+  own = np.finfo(np.float16 if case.dtypes[0] == "float16" else np.float64 if case.dtypes[0] == "float64"
+                 else np.float32)
+  for target, terms in _targets(case).items():
+    ok = bool(chain_in_range(np.array(terms), case.dtypes[0], final=joins))
+    product = abs(math.prod(terms)) if joins and np.isfinite(terms).all() else 0.0
+    if product != 0 and not 2 * float(own.tiny) <= product <= float(own.max) / 2: ok = False
+    mask[target] = ok
+  return mask
+
+
 def _product_defined(case) -> bool:
   """Where a product mode's gradient is compared (TENSOR.SCATTER_REDUCE.prod): no zero together with an infinity or
   a NaN among x and src (GRAD.REDUCE.MUL.inf: an undefined point of the rule, where the rule gives the zero g times
@@ -217,7 +237,7 @@ def _scatter(name, call, torch, clauses, *, tol="EXACT", dtypes=ANY, grad_domain
             **kw)
 
 
-def _reduce_entry(reduce: str, tol: str, clauses: tuple[str, ...], grad_domain=None, dtypes=NUMERIC) -> Op:
+def _reduce_entry(reduce: str, tol: str, clauses: tuple[str, ...], grad_domain=None, dtypes=NUMERIC, **kw) -> Op:
   def params(shapes, dtype): return st.fixed_dictionaries({"include_self": st.booleans()})
   dom = Domain("index", dtypes, ("x", "index", "src"), lo=-2 if reduce == "prod" else -4,
                hi=2 if reduce == "prod" else 4, shapes=lambda: _scatter_geometry(False), input_dtype=_index_dtype,
@@ -227,7 +247,7 @@ def _reduce_entry(reduce: str, tol: str, clauses: tuple[str, ...], grad_domain=N
             ("TENSOR.SCATTER_REDUCE", "TENSOR.SCATTER_REDUCE.args", *clauses), tol, "GRAD",
             api=("scatter_reduce",), diff_inputs=("x", "src"),
             grad_domain=all_of(_in_range, grad_domain) if grad_domain else _in_range,
-            n=lambda case: case.inputs[1].shape[case.params["dim"]] + 1)
+            n=lambda case: case.inputs[1].shape[case.params["dim"]] + 1, **kw)
 
 
 def _finite(case) -> bool:
@@ -322,11 +342,14 @@ OPS: list[Op] = [
            ("TENSOR.SCATTER", "TENSOR.SCATTER.reduce", "TENSOR.SCATTER_REDUCE.untouched", "TENSOR.SCATTER_REDUCE.prod"),
            tol="SUM", dtypes=FLOATS + TORCH_INTS, params=lambda shapes, dtype: st.fixed_dictionaries(
              {"reduce": st.sampled_from(["add", "multiply"])}),
-           grad_domain=all_of(_in_range, _product_defined, _self_finite),
+           grad_domain=all_of(_in_range, _product_defined, _self_finite), torch_defined=_src_product_in_range,
            api=("scatter",)),
   _reduce_entry("sum", "SUM", ("DT.SUM",)),
   _reduce_entry("prod", "PROD", ("GRAD.REDUCE.MUL", "TENSOR.SCATTER_REDUCE.untouched",
-                "TENSOR.SCATTER_REDUCE.prod"), grad_domain=all_of(_product_defined, _self_finite)),
+                "TENSOR.SCATTER_REDUCE.prod"), grad_domain=all_of(_product_defined, _self_finite),
+                torch_defined=_src_product_in_range,
+                note="values are not compared with torch where a partial product of the src terms overflows or "
+                     "underflows (ACC.RANGE)"),
   _reduce_entry("mean", "MEAN", ("TENSOR.SCATTER_REDUCE.mean",)),
   _reduce_entry("amax", "MAX", ("OP.MAX.nan", "GRAD.REDUCE.MAX.tie", "TENSOR.SCATTER_REDUCE.exclude-self"),
                 grad_domain=all_of(_finite, _excluded_self_untied(max))),
