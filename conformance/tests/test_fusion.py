@@ -16,6 +16,9 @@ PROGRAMS = [
   ("CONF.FUSION.reduce", "a.mean()", 1),
   ("CONF.FUSION.reduce-consumer", "(a.sum(1) * 2).sqrt()", 1),
   ("CONF.FUSION.reduce-consumer", "a.sum() + b.sum()", 1),
+  ("CONF.FUSION.reduce-reduce", "a.sum(1).sum()", 2),
+  ("CONF.FUSION.reduce-reduce", "(a.max(1) * 2).sum()", 2),
+  ("CONF.FUSION.reduce-reduce", "(a @ b.T).sum()", 2),
   ("CONF.FUSION.expand", "a - a.max(1, keepdim=True)", 2),
   ("CONF.FUSION.expand", "a.softmax(1)", 3),
 ]
