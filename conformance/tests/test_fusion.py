@@ -19,6 +19,7 @@ PROGRAMS = [
   ("CONF.FUSION.reduce-reduce", "a.sum(1).sum()", 2),
   ("CONF.FUSION.reduce-reduce", "(a.max(1) * 2).sum()", 2),
   ("CONF.FUSION.reduce-reduce", "(a @ b.T).sum()", 2),
+  ("CONF.FUSION.reduce-reduce", "a.sum(0).sum(keepdim=True)", 2),
   ("CONF.FUSION.expand", "a - a.max(1, keepdim=True)", 2),
   ("CONF.FUSION.expand", "a.softmax(1)", 3),
 ]

@@ -130,7 +130,7 @@ def _materialize_set(roots: list[UOp]) -> list[UOp]:
           if u is not root: extra.add(u)
           elif not is_realized(u.src[0]): extra.add(u.src[0])
           continue
-        stack.extend((s, ok and u.op in _FUSE_THROUGH | {Ops.REDUCE_AXIS}) for s in u.src)
+        stack.extend((s, ok and u.op in _FUSE_THROUGH) for s in u.src)   # past a reduction, ok is False (above)
     # a reduction reached both on a fusable path and a non-fusable one is in `extra` via the non-fusable visit
     if extra <= chosen: break
     chosen |= extra
