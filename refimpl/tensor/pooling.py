@@ -74,8 +74,13 @@ class PoolingOps:
     # a padding position (-inf) never takes the gradient from an input -inf it ties with
     hit = (w == w._max(-1, keepdim=True)) & inside._pool(ks, st, dl).reshape(w.shape)
     if dtypes.is_float(self.dtype):
-      nan = w.isnan()
-      one = nan._max(-1, keepdim=True).where(_first(nan, last=True), _first(hit))
+      # the last NaN if the window has one, else the first maximum, by one reduction: NaN positions rank above every
+      # maximum (k+1 .. 2k, the later the higher), maxima by their order (k .. 1, the earlier the higher); the separate
+      # any-NaN, last-NaN and first-maximum reductions this replaces were three kernels, each reading every window
+      k = w.shape[-1]
+      pos = Tensor.arange(k, device=self.device)
+      rank = w.isnan().where(pos + (k + 1), hit.where(k - pos, 0))
+      one = (rank == rank._max(-1, keepdim=True)) & (rank > 0)
     else: one = _first(hit)
     values = _select(one, w)
     if not return_indices: return values
