@@ -139,7 +139,20 @@ def test_max_pool2d_loops_do_no_division(kernel, stride):
     assert all(len(u.src) == 3 for u in sink.toposort() if u.op is Ops.REDUCE), k.arg.name   # the window's 2 loops
 
 
-@pytest.mark.parametrize("kernel,stride", [(2, None), (3, 2), (3, 1)])
+@pytest.mark.parametrize("kernel,stride,dilation", [(2, None, 1), (3, 3, 1), (2, 4, 2)])
+def test_pool_gradient_without_overlap_has_no_window_sum(kernel, stride, dilation):
+  """Windows that do not overlap (stride a multiple of the dilation and at least kernel * dilation) are blocks of the
+  axis (Tensor._windows), so the input gradient of max_pool2d is a pad and a reshape of the window gradients: its
+  kernel has no reduce loop, where tiled windows needed a sum over the kernel's copies with every index divided."""
+  x = Tensor.empty(2, 3, 8, 8, device="CPU")
+  out = x.max_pool2d(kernel, stride, dilation)
+  (gx,) = (out * Tensor.empty(*out.shape, device="CPU")).sum().gradient(x)
+  sink = lower(gx.schedule()[-1].arg.ast)[0]
+  assert not any(u.op is Ops.REDUCE for u in sink.toposort())
+  assert not _loop_ops(sink)
+
+
+@pytest.mark.parametrize("kernel,stride", [(2, None), (3, 2), (3, 1), (3, 4)])
 def test_max_pool2d_and_its_gradient_match_numpy(kernel, stride):
   """EXEC.LOWER.split keeps the values: max_pool2d of int32 and the gradient of its float32 sum (ties broken as
   tinygrad does, to the first maximum of a window) against numpy."""
