@@ -1,12 +1,15 @@
 """conv2d and a replayed training step on the CPU against tinygrad 0.14.0 and torch, in the same run (issue 19).
 
-  python -m bench.conv [--runs 5] [--seconds 1] [--cases "conv fwd,conv fwd+bwd,digits step"] [--no-tinygrad]
-                       [--no-torch]
+  python -m bench.conv [--runs 5] [--seconds 1] [--cases "conv fwd,conv fwd+bwd,digits step,pool fwd,pool fwd+bwd"]
+                       [--no-tinygrad] [--no-torch]
 
 Rows:
 - `conv fwd`: conv2d of N=16, 32 -> 64 channels, 32x32, 3x3, padding 1, float32;
 - `conv fwd+bwd`: the same, then the gradients of `(out * g).sum()` for the input and the weight;
-- `digits step`: one Adam step of examples/train_digits.py's model on a batch of 32 (random images, same shapes).
+- `digits step`: one Adam step of examples/train_digits.py's model on a batch of 32 (random images, same shapes);
+- `pool fwd`, `pool fwd+bwd`: max_pool2d 2x2 (stride 2) of the conv's output shape (16, 64, 32, 32), and the input's
+  gradient of `(out * g).sum()`. refimpl picks each window's first maximum (the last NaN if any) through a one-hot
+  mask (GRAD.REDUCE.MAX.tie, torch's choice), which is 5 kernels forward where a bare max is 1.
 
 Each is a TinyJit'd function (refimpl's and tinygrad's) replayed after its capture, or torch's eager call, timed as
 the best of `--runs` after warm-up (more runs for a short case, so that each implementation is timed for about
@@ -23,6 +26,8 @@ import time
 import numpy as np
 
 SHAPE_X, SHAPE_W, SHAPE_G = (16, 32, 32, 32), (64, 32, 3, 3), (16, 64, 32, 32)
+SHAPE_P = (16, 64, 16, 16)   # max_pool2d's output of a SHAPE_G input
+CASES = "conv fwd,conv fwd+bwd,digits step,pool fwd,pool fwd+bwd"
 
 
 def best_ms(fns: dict, runs: int, warmup: int = 3, seconds: float = 1.0) -> dict:
@@ -47,14 +52,14 @@ def best_ms(fns: dict, runs: int, warmup: int = 3, seconds: float = 1.0) -> dict
 
 def data(rng) -> dict[str, np.ndarray]:
   return {"x": rng.standard_normal(SHAPE_X, dtype=np.float32), "w": rng.standard_normal(SHAPE_W, dtype=np.float32),
-          "g": rng.standard_normal(SHAPE_G, dtype=np.float32),
+          "g": rng.standard_normal(SHAPE_G, dtype=np.float32), "gp": rng.standard_normal(SHAPE_P, dtype=np.float32),
           "img": rng.random((32, 1, 8, 8), dtype=np.float32), "lab": rng.integers(0, 10, 32).astype(np.int32)}
 
 
 def tensor_cases(lib, d: dict) -> dict:
   """The three cases for refimpl or tinygrad (the same Tensor API): name -> a function to time."""
   Tensor, TinyJit = lib.Tensor, lib.TinyJit
-  x, w, g = (Tensor(d[k], device="CPU").realize() for k in ("x", "w", "g"))
+  x, w, g, gp = (Tensor(d[k], device="CPU").realize() for k in ("x", "w", "g", "gp"))
 
   @TinyJit
   def fwd(x, w): return x.conv2d(w, padding=1).realize()
@@ -65,10 +70,17 @@ def tensor_cases(lib, d: dict) -> dict:
     gx, gw = loss.gradient(x, w)
     return Tensor.realize(gx, gw)
 
+  @TinyJit
+  def pool(g): return g.max_pool2d().realize()
+
+  @TinyJit
+  def poolbwd(g, gp): return (g.max_pool2d() * gp).sum().gradient(g)[0].realize()
+
   step = digits_step(lib)
   img, lab = Tensor(d["img"], device="CPU").realize(), Tensor(d["lab"], device="CPU").realize()
   return {"conv fwd": lambda: fwd(x, w), "conv fwd+bwd": lambda: fwdbwd(x, w, g),
-          "digits step": lambda: step(img, lab).item()}
+          "digits step": lambda: step(img, lab).item(), "pool fwd": lambda: pool(g),
+          "pool fwd+bwd": lambda: poolbwd(g, gp)}
 
 
 def digits_step(lib):
@@ -94,7 +106,7 @@ def digits_step(lib):
 
 def torch_cases(d: dict) -> dict:
   import torch
-  x, w, g = (torch.from_numpy(d[k]) for k in ("x", "w", "g"))
+  x, w, g, gp = (torch.from_numpy(d[k]) for k in ("x", "w", "g", "gp"))
 
   def fwd():
     with torch.no_grad(): return torch.nn.functional.conv2d(x, w, padding=1)
@@ -103,7 +115,14 @@ def torch_cases(d: dict) -> dict:
     xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
     (torch.nn.functional.conv2d(xr, wr, padding=1) * g).sum().backward()
     return xr.grad, wr.grad
-  return {"conv fwd": fwd, "conv fwd+bwd": fwdbwd}
+  def pool():
+    with torch.no_grad(): return torch.nn.functional.max_pool2d(g, 2)
+
+  def poolbwd():
+    gr = g.clone().requires_grad_()
+    (torch.nn.functional.max_pool2d(gr, 2) * gp).sum().backward()
+    return gr.grad
+  return {"conv fwd": fwd, "conv fwd+bwd": fwdbwd, "pool fwd": pool, "pool fwd+bwd": poolbwd}
 
 
 class _Lib:
@@ -127,7 +146,7 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--runs", type=int, default=5)
   ap.add_argument("--seconds", type=float, default=1.0, help="at least this long per case and implementation")
-  ap.add_argument("--cases", default="conv fwd,conv fwd+bwd,digits step")
+  ap.add_argument("--cases", default=CASES)
   ap.add_argument("--no-tinygrad", action="store_true")
   ap.add_argument("--no-torch", action="store_true")
   args = ap.parse_args()
