@@ -58,7 +58,9 @@ def _reduce_to_register(ctx: _Registers, r: UOp) -> UOp:
       slot = UOp(Ops.INDEX, acc.dtype, (acc, UOp.const(dtypes.int32, 0)))
       init = UOp(Ops.STORE, dtypes.void, (slot, identity(m.arg, m.dtype)))
       if (outer := ctx.free_ranges(m.src[0]) - set(rngs)): ctx.anchors[init] = outer
-      # read inside the loop: after init, in every iteration, and after the previous member's update (one END)
+      # read inside the loop: after init, in every iteration, and after the previous member's update (one END). It
+      # lists the ranges in the REDUCE's order and comes before the value in graph order, so linearize() opens them
+      # outermost first whatever order the value's index mentions them in (EXEC.THREAD.reduce.order)
       current = UOp(Ops.LOAD, m.dtype, (slot, init, *((update,) if update is not None else ()), *rngs))
       update = UOp(Ops.STORE, dtypes.void, (slot, current.alu(m.arg, m.src[0])))
       slots.append(slot)
