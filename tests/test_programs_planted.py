@@ -104,8 +104,9 @@ PLANT_NESTED_REDUCE_INIT = '''
 def plant(mp):
   """EXEC.THREAD.reduce broken as it was before 1026b68: a reduction fused into another reduction's loop has its
   register's init (constant sources only) placed once, before every loop, so it does not restart from the identity
-  in each outer iteration (x.sum(0).sum(keepdim=True) of ones (8, 32, 16) gives 1050624, not 4096). Only the
-  nested_reductions family reaches it: test_programs' ci sample passes with it planted."""
+  in each outer iteration (x.sum(0).sum(keepdim=True) of ones (8, 32, 16) gave 1050624, not 4096). The Tensor front
+  end no longer fuses a reduction into another (CONF.FUSION.reduce-reduce), so no random program reaches it: the
+  hand-built nested kernel of tests/test_nested_reduce.py does."""
   import importlib
   lin = importlib.import_module("refimpl.codegen.linearize")   # refimpl.codegen re-exports the function by that name
   right = lin._open_ranges
@@ -118,9 +119,8 @@ PLANTS = {
   "assign-in-place": PLANT_ASSIGN_IN_PLACE,
   "index-guard-dropped": PLANT_INDEX_GUARD,
   "load-out-of-conditional": PLANT_LOAD_OUT_OF_CONDITIONAL,
-  "nested-reduce-init": PLANT_NESTED_REDUCE_INIT,
 }
-CAUGHT_BY = {"nested-reduce-init": "test_nested_reductions"}   # the family that must catch it (default: any test)
+CAUGHT_BY: dict[str, str] = {}   # bug -> the program family that must catch it (default: any test)
 
 
 def _python(code: str, plant: str | None, timeout: int, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -146,6 +146,21 @@ def test_planted_max_negative_zero_is_caught_by_the_reduction_edge_rows():
   assert proc.returncode == 1, f"the planted bug max-negative-zero was not caught:\n{out[-3000:]}"
   assert "FAILED conformance/tests/test_reduce_edges.py::test_reduce_edge_rows[max-float32-" in out, out[-3000:]
   clean = _python(run, None, timeout=1200, env={"DEV": "PYTHON"})
+  assert clean.returncode == 0, (clean.stdout + clean.stderr)[-3000:]
+
+
+def test_planted_nested_reduce_init_is_caught_by_the_nested_kernel():
+  """The inner accumulator of a nested REDUCE initialised once instead of in every outer iteration: caught by the
+  hand-built nested kernel on PYTHON and CPU, while the Tensor-level nested reductions (two kernels now) pass."""
+  run = ("import sys\nimport pytest\nif __name__ == '__main__':\n"
+         "  sys.exit(pytest.main(['tests/test_nested_reduce.py', '-q', '-p', 'no:cacheprovider']))")
+  proc = _python(run, PLANT_NESTED_REDUCE_INIT, timeout=600)
+  out = proc.stdout + proc.stderr
+  assert proc.returncode == 1, f"the planted bug nested-reduce-init was not caught:\n{out[-3000:]}"
+  for device in ("PYTHON", "CPU"):
+    assert f"FAILED tests/test_nested_reduce.py::test_a_reduce_nested_in_a_reduce_loop_restarts_from_its_identity" \
+           f"[{device}]" in out, out[-3000:]
+  clean = _python(run, None, timeout=600)
   assert clean.returncode == 0, (clean.stdout + clean.stderr)[-3000:]
 
 
