@@ -146,6 +146,12 @@ def _excluded_self_untied(pick):
   return untied
 
 
+def _normal_range(dtype: str) -> tuple[float, float]:
+  """The smallest normal and the largest finite value of float dtype `dtype`."""
+  tiny = np.finfo({"float16": np.float16, "float64": np.float64}.get(dtype, np.float32)).tiny   # bfloat16: float32's
+  return float(tiny), float_max(to_dtype(dtype))
+
+
 def _src_product_in_range(case) -> np.ndarray:
   """Where torch's float64 result is the reference for a product mode's values (ACC.RANGE): the positions of x whose
   src terms, folded in index order in the accumulation dtype (DT.SUM), keep every partial product ordinary
@@ -155,13 +161,11 @@ def _src_product_in_range(case) -> np.ndarray:
   mask = np.ones(x.shape, bool)
   if case.params.get("reduce", "prod") not in ("multiply", "prod") or case.dtypes[0] not in FLOATS: return mask
   joins = case.params.get("include_self", True)   # x multiplies the src product afterwards
-  own = np.finfo(np.float16 if case.dtypes[0] == "float16" else np.float64 if case.dtypes[0] == "float64"
-                 else np.float32)
+  tiny, big = _normal_range(case.dtypes[0])
   for target, terms in _targets(case).items():
     ok = bool(chain_in_range(np.array(terms), case.dtypes[0], final=joins))
     product = abs(math.prod(terms)) if joins and np.isfinite(terms).all() else 0.0
-    if product != 0 and not 2 * float(own.tiny) <= product <= float(own.max) / 2: ok = False
-    mask[target] = ok
+    mask[target] = ok and (product == 0 or 2 * tiny <= product <= big / 2)
   return mask
 
 
@@ -175,29 +179,20 @@ def _product_defined(case) -> bool:
                                                                                                np.float64))])
   if ((vals == 0).any() and not np.isfinite(vals).all()) or int((np.asarray(case.inputs[2]) == 0).sum()) > 1:
     return False
-  # ACC.RANGE: the rule divides each target's product by its factors, so every nonzero product must be a normal
-  # number, and so must every partial product of the src terms in the accumulation dtype (DT.SUM, folded in index
-  # order: EXEC.THREAD.reduce): max * 2 * 0.5 overflows there to inf where the exact product is finite
-  x, index, src = (np.asarray(a) for a in case.inputs)
+  # ACC.RANGE: the rule divides each target's product by its factors, so every partial product of the src terms in
+  # the accumulation dtype must be ordinary (the forward's condition, _src_product_in_range) and so must every
+  # target's whole product
+  if not _src_product_in_range(case).all(): return False
+  x = np.asarray(case.inputs[0], np.float64)
   include_self = case.params.get("include_self", True)
-  partial = np.ones(x.shape)   # the src terms' product per target, as the fold forms it before x joins
-  has_zero = (np.asarray(x, np.float64) == 0) if include_self else np.zeros(x.shape, bool)
-  acc = {"float64": np.float64}.get(case.dtypes[0], np.float32)
-  acc_tiny, acc_max = np.finfo(acc).tiny, np.finfo(acc).max
-  d = case.params["dim"] % max(index.ndim, 1)
-  for pos in np.ndindex(*index.shape):
-    target = pos[:d] + (int(index[pos]),) + pos[d + 1:]
-    if not all(0 <= i < n for i, n in zip(target, x.shape)): continue
-    partial[target] *= float(src[pos])
-    has_zero[target] |= float(src[pos]) == 0
-    p = abs(partial[target])
-    if np.isfinite(p) and (p > acc_max or 0 < p < acc_tiny or (p == 0 and not has_zero[target])): return False
-  products = partial * np.asarray(x, np.float64) if include_self else partial
-  tiny, big = np.finfo(np.float16 if case.dtypes[0] == "float16" else np.float32 if case.dtypes[0] in
-                       ("float32", "bfloat16") else np.float64).tiny, float_max(to_dtype(case.dtypes[0]))
+  products = x.copy() if include_self else np.ones(x.shape)
+  has_zero = (x == 0) if include_self else np.zeros(x.shape, bool)
+  for target, terms in _targets(case).items():
+    products[target] *= math.prod(terms)
+    has_zero[target] |= 0.0 in terms
   if ((products == 0) & ~has_zero).any(): return False   # a product of nonzero factors underflowed to zero
-  both = np.concatenate([partial.ravel(), products.ravel()])   # the src product is cast to the dtype before x joins
-  nonzero = np.abs(both[(both != 0) & np.isfinite(both)])
+  tiny, big = _normal_range(case.dtypes[0])
+  nonzero = np.abs(products[(products != 0) & np.isfinite(products)])
   return bool(((nonzero >= tiny) & (nonzero <= big)).all())
 
 
