@@ -120,7 +120,6 @@ PLANTS = {
   "index-guard-dropped": PLANT_INDEX_GUARD,
   "load-out-of-conditional": PLANT_LOAD_OUT_OF_CONDITIONAL,
 }
-CAUGHT_BY: dict[str, str] = {}   # bug -> the program family that must catch it (default: any test)
 
 
 def _python(code: str, plant: str | None, timeout: int, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -175,7 +174,6 @@ def test_planted_bug_is_caught(bug, tmp_path):
   out = proc.stdout + proc.stderr
   assert proc.returncode == 1, f"the planted bug {bug} was not caught:\n{out[-3000:]}"
   assert "minimal as hypothesis shrank it" in out, out[-3000:]
-  if bug in CAUGHT_BY: assert f"FAILED conformance/tests/test_programs.py::{CAUGHT_BY[bug]}" in out, out[-3000:]
   failures = [json.loads(line) for line in log.read_text().splitlines()]
   message = [f for f in failures if not f["ok"]][-1]["message"]   # the last failing example: the shrunk one
   assert message.startswith("CONF.PROGRAM ["), message

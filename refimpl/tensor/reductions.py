@@ -188,9 +188,8 @@ class ReductionOps:
       # windows that do not overlap (pooling's default stride = kernel): window i is the start of block i of s
       # values, so a split of the axis into blocks reads the same elements without tiling it k times; the gradient
       # is then a pad and a reshape instead of a sum over the k tiled copies with every index divided by k
-      x = self.pad(((0, 0),) * len(pre) + ((0, max(o * s - n, 0)),)).shrink(tuple([None] * len(pre) + [(0, o * s)]))
-      x = x.reshape(*pre, o, s).shrink(tuple([None] * (len(pre) + 1) + [(0, k * d)])).reshape(*pre, o, k, d)
-      return x.shrink(tuple([None] * (len(pre) + 2) + [(0, 1)])).reshape(*pre, o, k)
+      x = self.pad(((0, 0),) * len(pre) + ((0, o * s - n),))   # a negative amount cuts (TENSOR.PAD.negative)
+      return x.reshape(*pre, o, s).shrink(tuple([None] * (len(pre) + 1) + [(0, k * d)]))._stride(len(pre) + 1, d)
     x = self.reshape(*pre, 1, n).expand(*pre, k, n).reshape(*pre, k * n)
     x = x.pad(((0, 0),) * len(pre) + ((0, k * d),)).reshape(*pre, k, n + d)
     x = x.shrink(tuple([None] * (len(pre) + 1) + [(0, (o - 1) * s + 1)]))._stride(len(pre) + 1, s)
