@@ -273,6 +273,16 @@ def _int_cases() -> list[FoldCase]:
         floor="floordiv((x + y * 3) + 1, 4)", bounded=f"tdiv(({near}) + 1, 4)")
   forms("mod-add-mul-const-split", "RW.IDX.mod-add-mul-const-split", xy, trunc="tmod((x + y * 3) + 1, 4)",
         floor="mod((x + y * 3) + 1, 4)", bounded=f"tmod(({near}) + 1, 4)")
+  # the -factor rows (a lane of an elementwise kernel): a divisor that is a multiple of the factor; the guards exclude a
+  # negative x (// truncates), a product that wraps and a constant of a whole factor or more (`big`)
+  forms("div-mul-factor", "RW.IDX.div-mul-factor", wrap, trunc="tdiv(x * 4, 8)", floor="floordiv(x * 4, 8)",
+        bounded="tdiv(x.clip(0, 31) * 4, 8)")
+  forms("mod-mul-factor", "RW.IDX.mod-mul-factor", wrap, trunc="tmod(x * 4, 8)", floor="mod(x * 4, 8)",
+        bounded="tmod(x.clip(0, 31) * 4, 8)")
+  forms("div-mul-const-factor", "RW.IDX.div-mul-const-factor", wrap, trunc="tdiv(x * 4 + 3, 8)",
+        floor="floordiv(x * 4 + 3, 8)", big="tdiv(x.clip(0, 20) * 4 + 5, 8)", bounded="tdiv(x.clip(0, 30) * 4 + 3, 8)")
+  forms("mod-mul-const-factor", "RW.IDX.mod-mul-const-factor", wrap, trunc="tmod(x * 4 + 3, 8)",
+        floor="mod(x * 4 + 3, 8)", big="tmod(x.clip(0, 20) * 4 + 5, 8)", bounded="tmod(x.clip(0, 30) * 4 + 3, 8)")
   neg = {"x": ([-5, -1, 125, -128, 127, 0, 3, 7], "int8")}
   forms("div-add-const-multiple", "RW.IDX.div-add-const-multiple", neg, trunc="tdiv(x + 8, 4)",
         neg="floordiv(x + 8, -4)")

@@ -106,6 +106,21 @@ SYM_RULES: list[SymRule] = [
   SymRule("RW.IDX.mod-add-mul-const", ((x + y * c1) + c3) % c2, (x + c3) % c2,
           where=(val(c2) > 0) & (val(c1) > 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) & (lo(y) >= 0) &
                 (val(c3) >= 0) & (hi(x) + val(c3) + hi(y) * val(c1) <= DMAX)),
+  # a divisor that is a multiple of the factor (c2 = c1 * k) with a constant below the factor: an elementwise kernel's
+  # lane l of thread g reads flat position g * 8 + l, and each axis index is (g * 8 + l) // stride % size; these
+  # leave the division to the thread (g // (stride // 8)), shared by its 8 lanes (RW.IDX.div-mul-factor & co.)
+  SymRule("RW.IDX.div-mul-factor", (x * c1) // c2, x // (c2 // c1),
+          where=(val(c1) > 0) & (val(c2) > 0) & ((val(c2) % val(c1)).eq(0)) & (lo(x) >= 0) &
+                (hi(x) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.mod-mul-factor", (x * c1) % c2, (x % (c2 // c1)) * c1,
+          where=(val(c1) > 0) & (val(c2) > 0) & ((val(c2) % val(c1)).eq(0)) & (lo(x) >= 0) &
+                (hi(x) * val(c1) <= DMAX)),
+  SymRule("RW.IDX.div-mul-const-factor", (x * c1 + c3) // c2, x // (c2 // c1),
+          where=(val(c1) > 0) & (val(c2) > 0) & ((val(c2) % val(c1)).eq(0)) & (lo(x) >= 0) & (val(c3) >= 0) &
+                (val(c3) < val(c1)) & (hi(x) * val(c1) + val(c3) <= DMAX)),
+  SymRule("RW.IDX.mod-mul-const-factor", (x * c1 + c3) % c2, (x % (c2 // c1)) * c1 + c3,
+          where=(val(c1) > 0) & (val(c2) > 0) & ((val(c2) % val(c1)).eq(0)) & (lo(x) >= 0) & (val(c3) >= 0) &
+                (val(c3) < val(c1)) & (hi(x) * val(c1) + val(c3) <= DMAX)),
   # a constant that is a multiple of the divisor, as a lane's offset in a packed panel: (k + 1024) % 1024 -> k % 1024
   SymRule("RW.IDX.div-add-const-multiple", (x + c1) // c2, x // c2 + c1 // c2,
           where=(val(c2) > 0) & (val(c1) >= 0) & ((val(c1) % val(c2)).eq(0)) & (lo(x) >= 0) &
