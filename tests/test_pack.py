@@ -190,3 +190,51 @@ def test_native_objects_are_cached_per_host(tmp_path, monkeypatch):
   third.compile_c(src, "probe", flags)
   assert third.compiler_runs == 1
   assert pack.MIN_STRIDE == 512 and pack.PANEL == 8   # the numbers spec/kernels.md EXEC.SCHED.pack states
+
+
+def _conv_weight_grad(x, w, g):
+  return (x.conv2d(w, padding=1) * g).sum().gradient(w)[0]
+
+
+def _two_axis_einsum(a, b):
+  """out[p, i, j] = sum over (k, l) of a[p, i, k, l] * b[p, k, l, j]: a batched matmul over two reduced axes."""
+  return (a.reshape(*a.shape, 1) * b.reshape(b.shape[0], 1, *b.shape[1:])).sum((2, 3))
+
+
+MULTI = {
+  # conv2d's weight gradient sums over batch and image (4 * 32 * 32 = 4096 steps): both operands packed (the output
+  # gradient with output channels as lanes, the input's sliding windows with input channels as lanes), then a copy
+  # of the (cout, ky*kx*cin) result into the weight's (cout, cin, ky, kx) order
+  "conv-weight-grad": (_conv_weight_grad, ((4, 8, 32, 32), (16, 8, 3, 3), (4, 16, 32, 32)),
+                       ["E_2_4096_8", "E_9_4096_8", "r_16_72_1", "E_16_8_3_3"]),
+  # batch axis p kept by both operands; i (16) and j (24) in order: no copy of the result
+  "batched-two-axes": (_two_axis_einsum, ((2, 16, 64, 40), (2, 64, 40, 24)),
+                       ["E_2_2_2560_8", "E_2_3_2560_8", "r_2_16_24"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MULTI))
+def test_packed_sum_over_several_axes_gives_the_same_bits(case):
+  """EXEC.SCHED.pack over several reduced axes: both operands are copied into panels with their reduced positions
+  flattened in row-major order (the fold order), the sum becomes one loop over them, and the bits are those of
+  PACK=0 and NOOPT=1 (which keep the sum over several loops)."""
+  fn, shapes, want = MULTI[case]
+  arrays = [_data(*s) for s in shapes]
+  names, got = _run(fn, *arrays)
+  assert names == want, names
+  for env in ({"PACK": "0"}, {"NOOPT": "1"}):
+    other_names, other = _run(fn, *arrays, env=env)
+    assert len(other_names) == 1, (env, other_names)
+    assert other.tobytes() == got.tobytes(), env
+
+
+@pytest.mark.parametrize("case", ["short-sum", "read-once", "lanes-not-multiple"])
+def test_pass_over_several_axes_does_not_apply(case):
+  """EXEC.SCHED.pack over several reduced axes needs a sum of at least 2048 steps (a convolution's forward, 288 steps,
+  keeps its window tile), operands each read by more than 8 outputs per element, and lanes that are a multiple of 8."""
+  if case == "short-sum": fn, shapes = _conv_weight_grad, ((1, 8, 32, 32), (16, 8, 3, 3), (1, 16, 32, 32))  # 1024
+  if case == "read-once": fn, shapes = _two_axis_einsum, ((2, 8, 64, 40), (2, 64, 40, 24))   # a: 8 rows
+  if case == "lanes-not-multiple": fn, shapes = _two_axis_einsum, ((2, 12, 64, 40), (2, 64, 40, 20))
+  arrays = [Tensor(_data(*s), device="CPU").realize() for s in shapes]
+  names = _names(fn(*arrays))
+  assert not any(n.startswith("E_") for n in names), names
