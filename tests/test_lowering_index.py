@@ -247,10 +247,11 @@ def test_program_facts_are_found_once():
 
 # ---- the default tile of a convolution shares both of its loads
 
-def test_conv2d_tile_shares_input_and_weights():
+def test_conv2d_tile_shares_input_and_weights(monkeypatch):
   """EXEC.OPT.default: the tile of a padded convolution is 16 output channels x 4 output columns (the gated input is
-  shared along the first, the weights along the second); its weight gradient, unrolled, and a matmul stay 4 x 8; the
-  input gradient's sum over output channels gets a window tile."""
+  shared along the first, the weights along the second); its weight gradient, unrolled, and a matmul stay 4 x 8
+  (the weight gradient unpacked, PACK=0; packed, EXEC.SCHED.pack, it is a matmul over panels with the 8 x 8 tile
+  and strips); the input gradient's sum over output channels gets a window tile."""
   from refimpl.codegen.opt import Opt, OptOps, heuristic
   x, w = Tensor.empty(16, 32, 32, 32, device="CPU"), Tensor.empty(64, 32, 3, 3, device="CPU")
   (k,) = x.conv2d(w, padding=1).schedule()
@@ -259,8 +260,12 @@ def test_conv2d_tile_shares_input_and_weights():
                                          Opt(OptOps.UNROLL, 2, 3))
   g = Tensor.empty(16, 64, 32, 32, device="CPU")
   gx, gw = (x.conv2d(w, padding=1) * g).sum().gradient(x, w)
+  (k,) = [k for k in gx.schedule(gw) if k.arg.ast.src[0].src[1].shape == (64, 288, 1)]
+  assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 0, 8), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.STRIP, 1, 2))
+  monkeypatch.setenv("PACK", "0")
   (k,) = [k for k in gx.schedule(gw) if k.arg.ast.src[0].src[1].shape == (64, 32, 3, 3)]
   assert heuristic(k.arg.ast, "CPU") == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 2, 4))
+  monkeypatch.delenv("PACK")
   # the input gradient's first kernel, col[n, c, y, x, ky, kx] = sum over o of g[n, o, y, x] * w[o, c, ky, kx]: a
   # window tile, 4 channels x 3 x 3, loads g once and 36 consecutive weights per step
   (k,) = [k for k in gx.schedule(gw) if k.arg.ast.src[0].src[1].shape == (16, 1, 1, 32, 32, 32, 3, 3)]
