@@ -165,7 +165,8 @@ def main() -> None:
   for name, make in impls.items():
     try: cases[name] = make()
     except ImportError as e: print(f"({name} does not import: {e})")
-  print(f"cores: {os.cpu_count()}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, best of {args.runs} or more (about {args.seconds:g} s per case and implementation) "
+  print(f"cores: {os.cpu_count()}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, best of {args.runs} or more "
+        f"(about {args.seconds:g} s per case and implementation) "
         "(ms); ratio = their time / refimpl's (> 1: refimpl faster)")
   print(f"{'case':14s}" + "".join(f"{n:>12s}" for n in cases) + "".join(f"{n + '/ref':>14s}" for n in cases
                                                                           if n != "refimpl"))

@@ -96,7 +96,8 @@ def main() -> None:
   args = ap.parse_args()
   os.environ.setdefault("DEV", "CPU")   # tinygrad 0.14 picks its device from DEV
   rows = cases(np.random.default_rng(0), not args.no_torch, not args.no_tinygrad)
-  print(f"cores: {os.cpu_count()}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, load: {' '.join(f'{v:.2f}' for v in os.getloadavg())}, best of {args.runs}; "
+  print(f"cores: {os.cpu_count()}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, "
+        f"load: {' '.join(f'{v:.2f}' for v in os.getloadavg())}, best of {args.runs}; "
         "ratio = refimpl's speed / theirs (> 1: refimpl faster)")
   for row, fns in rows.items():
     best = best_s(fns, args.runs)

@@ -105,7 +105,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
   Knob("BEAM", _count, 0, "N > 0: beam search of width N over kernel options (EXEC.OPT.beam)"),
   Knob("SANITIZE", _flag, 0, "1: the sanitizer (EXEC.SANITIZER) and checked kernels (EXEC.BOUNDS.checked)"),
   Knob("CPU_THREADS", _count, 0, "threads of the CPU device; 0: every core (DEV.C.threads)"),
-  Knob("PACK", _flag, 1, "0: no panel copy of large CPU matmul operands (EXEC.SCHED.pack)"),
+  Knob("PACK", _flag, 1, "0: no panel copy of large CPU matmul operands or long multi-axis sums (EXEC.SCHED.pack)"),
   Knob("CACHE", _flag, 1, "0: no disk caches (DEV.CPU.cache, EXEC.OPT.beam)"),
   Knob("CACHE_DIR", _directory, "", "the disk caches' folder (DEV.CPU.cache)"),
   Knob("CC", _command, "cc", "the CPU device's C compiler (DEV.CPU.compiler)"),
