@@ -275,6 +275,30 @@ def test_conv2d_tile_shares_input_and_weights(monkeypatch):
   assert heuristic(k.arg.ast, "CPU")[:2] == (Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8))
 
 
+def test_col2im_lanes_avoid_a_tail():
+  """EXEC.OPT.default: the input gradient's col2im (n, c, y, 3, 1, 34) has no load shared along any axis; its last
+  axis (34) would end in a tail of clamped lanes, whose `% 35` then stays in the loop, so its 8 accumulators go to the
+  last axis that 8 divides (y, 32), and its loop has no division left."""
+  from refimpl.codegen.opt import Opt, OptOps, heuristic
+  from refimpl.codegen.search import build_program
+  x, w = Tensor.empty(16, 32, 32, 32, device="CPU"), Tensor.empty(64, 32, 3, 3, device="CPU")
+  g = Tensor.empty(16, 64, 32, 32, device="CPU")
+  gx, _ = (x.conv2d(w, padding=1) * g).sum().gradient(x, w)
+  (k,) = [k for k in gx.schedule() if k.arg.ast.src[0].src[1].shape == (16, 32, 32, 3, 1, 34)]
+  opts = heuristic(k.arg.ast, "CPU")
+  assert opts == (Opt(OptOps.UPCAST, 2, 8),)
+  program, _ = build_program(k.arg.name, k.arg.ast, opts)
+  depth, inside = 0, []
+  for u in program.uops:
+    if u.op is Ops.RANGE: depth += 1
+    elif u.op is Ops.END: depth -= 1
+    elif depth and u.op in (Ops.CDIV, Ops.CMOD): inside.append(u)
+  assert depth == 0 and inside == []
+  # every axis of the layout (63, 34) has a tail: the lanes stay on the last one, clamped
+  (k,) = (Tensor.empty(63, 300, 34, device="CPU").sum(1)).schedule()
+  assert heuristic(k.arg.ast, "CPU")[0] == Opt(OptOps.UPCAST, 1, 8)
+
+
 @pytest.mark.parametrize("noopt", ["1", ""])
 def test_conv2d_gradients_give_noopt_bits(noopt, monkeypatch):
   """EXEC.OPT.exact: a convolution's forward and both gradients (the kernels whose tiles changed) give the bits of
