@@ -17,7 +17,11 @@ those without the pass; the only difference is one more kernel per packed operan
 operand whose sum has at least MIN_REDUCE steps, whose lane axis (the last axis other than the sum's along which it
 varies) is a multiple of PANEL, that is read by more than PANEL outputs per element (else a tile reads it once and the
 copy costs more than it saves), and that is read in place with its lanes apart (a row of `a` per lane) or with a
-stride of at least MIN_STRIDE elements along the sum (a row of `b` per step); not under NOOPT=1 or PACK=0."""
+stride of at least MIN_STRIDE elements along the sum (a row of `b` per step); not under NOOPT=1 or PACK=0.
+
+A sum over several axes (a convolution's weight gradient sums over batch and image) is first rebuilt as such a
+matmul (_pack_reduction): each operand's own kept axes merged into one, the summed axes flattened in their fold order,
+both operands packed; see EXEC.SCHED.pack in spec/kernels.md for when it applies."""
 from __future__ import annotations
 
 import math
