@@ -400,7 +400,7 @@ def heuristic(ast: UOp, device: str) -> tuple[Opt, ...]:
     # a last axis that neither want nor want // 2 divides would end in a tail of clamped lanes (EXEC.OPT.tail), and
     # the clamp hides the lane's range from the index rules: col2im's (n, c, y, 3, 34) kept a % 35 per lane in its
     # loop (9.6 ms; 1.9-2.5 ms with 8 lanes of an earlier axis of 16 or 32), so an axis without a tail goes first
-    whole = [a for a in axes if lay.shape[a] % want == 0 or lay.shape[a] % max(want // 2, 2) == 0]
+    whole = [a for a in axes if lay.shape[a] % (want // 2) == 0]   # _amount's want or want // 2, no tail
     if axes and axes[-1] not in whole and whole: axes = whole
     out = [Opt(OptOps.UPCAST, a, _amount(lay.shape[a], want)) for a in axes[-1:]]
   if unroll: out.append(Opt(OptOps.UNROLL, last, 4))

@@ -71,11 +71,19 @@ def _strides(view: UOp, base: UOp) -> tuple[int, ...] | None:
   return arr.strides
 
 
+def _realized(u: UOp) -> bool:
+  """Whether `u` is a realized buffer: a BUFFER, or a buffer a kernel has written."""
+  return u.op is Ops.BUFFER or (u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL)
+
+
+def _mv(op: Ops, u: UOp, arg) -> UOp: return UOp(op, u.dtype, (u,), arg)
+
+
 def _base(u: UOp) -> UOp | None:
-  """The realized buffer under a chain of movement ops (a BUFFER, or a buffer a kernel has written), else None."""
+  """The realized buffer under a chain of movement ops, else None."""
   while u.op in _MOVES:
     u = u.src[0]
-    if u.op is Ops.BUFFER or (u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL): return u
+    if _realized(u): return u
   return None
 
 
@@ -120,7 +128,7 @@ def _leaves(u: UOp) -> list[UOp] | None:
     v = stack.pop()
     if v in seen: continue
     seen.add(v)
-    if v.op is Ops.BUFFER or (v.op is Ops.ASSIGN and v.src[1].op is Ops.KERNEL): leaves[v] = None
+    if _realized(v): leaves[v] = None
     elif v.op in _VIEWS or v.op in GroupOp.Elementwise: stack.extend(v.src)
     elif v.op is not Ops.CONST: return None
   return list(leaves) or None
@@ -147,19 +155,18 @@ def _panel(v: UOp, along: int) -> UOp:
   panel copy: for each batch position and each block of PANEL lanes of its own axis `along` (-3 for M1, -2 for M2), N
   rows of PANEL lanes one after another, read back as (*batch, M1, M2, N) by movement ops alone."""
   *batch, m1, m2, n = v.shape
-  def mv(op: Ops, u: UOp, arg) -> UOp: return UOp(op, v.dtype, (u,), arg)
   m = m1 if along == -3 else m2
   b = len(batch)
-  core = mv(Ops.SHRINK, v, tuple((0, s) for s in batch) + (((0, m1), (0, 1)) if along == -3 else ((0, 1), (0, m2))) +
+  core = _mv(Ops.SHRINK, v, tuple((0, s) for s in batch) + (((0, m1), (0, 1)) if along == -3 else ((0, 1), (0, m2))) +
             ((0, n),))
-  rows = mv(Ops.RESHAPE, core, tuple(batch) + (m // PANEL, PANEL, n))
-  panels = UOp(Ops.CONTIGUOUS, v.dtype, (mv(Ops.PERMUTE, rows, tuple(range(b)) + (b, b + 2, b + 1)),))
-  back = mv(Ops.RESHAPE, mv(Ops.PERMUTE, panels, tuple(range(b)) + (b, b + 2, b + 1)),
+  rows = _mv(Ops.RESHAPE, core, tuple(batch) + (m // PANEL, PANEL, n))
+  panels = UOp(Ops.CONTIGUOUS, v.dtype, (_mv(Ops.PERMUTE, rows, tuple(range(b)) + (b, b + 2, b + 1)),))
+  back = _mv(Ops.RESHAPE, _mv(Ops.PERMUTE, panels, tuple(range(b)) + (b, b + 2, b + 1)),
             tuple(batch) + ((m, 1) if along == -3 else (1, m)) + (n,))
-  return mv(Ops.EXPAND, back, v.shape)
+  return _mv(Ops.EXPAND, back, v.shape)
 
 
-def _pack_reduction(r: UOp, prod: UOp) -> UOp | None:
+def _pack_reduction(r: UOp) -> UOp | None:
   """A sum of products over several axes (a convolution's weight gradient: over batch and image) rebuilt as a
   (batched) matmul over panel copies of both operands, or None where it does not apply. The kept axes are grouped:
   those both operands vary along (batch), those only one of them varies along (M1 and M2, each merged into one axis
@@ -170,7 +177,7 @@ def _pack_reduction(r: UOp, prod: UOp) -> UOp | None:
   buffers (a convolution's sliding windows are pads, reshapes and shrinks), each broadcast to more than PANEL outputs
   per element, and the sum at least MIN_REDUCE_MULTI long. Where the groups are not in the kept axes' order the
   matmul's result is its own buffer (CONTIGUOUS) and read back through a permute."""
-  axes = tuple(sorted(r.arg[1]))
+  axes, prod = tuple(sorted(r.arg[1])), r.src[0]
   shape = prod.shape
   n = math.prod(shape[a] for a in axes)
   mul = prod.src[0] if prod.op is Ops.CAST else prod
@@ -179,7 +186,7 @@ def _pack_reduction(r: UOp, prod: UOp) -> UOp | None:
   if any(lv is None for lv in leaves): return None
   deps = [_depends(s, lv) for s, lv in zip(mul.src, leaves)]
   kept = [a for a in range(len(shape)) if a not in axes and shape[a] > 1]
-  if any(not (d0[a] or d1[a]) for d0, d1 in [deps] for a in kept): return None
+  if any(not (deps[0][a] or deps[1][a]) for a in kept): return None
   batch = [a for a in kept if deps[0][a] and deps[1][a]]
   groups = []
   for i in (0, 1):
@@ -194,18 +201,17 @@ def _pack_reduction(r: UOp, prod: UOp) -> UOp | None:
   order = batch + g1 + g2
   ones = [a for a in range(len(shape)) if a not in axes and a not in order]
   gemm = tuple(shape[a] for a in batch) + (math.prod(shape[a] for a in g1), math.prod(shape[a] for a in g2), n)
-  def mv(op: Ops, u: UOp, arg) -> UOp: return UOp(op, u.dtype, (u,), arg)
   src = []
   for i, s in enumerate(mul.src):
-    v = mv(Ops.RESHAPE, mv(Ops.PERMUTE, s, tuple(ones + order + list(axes))), gemm)
+    v = _mv(Ops.RESHAPE, _mv(Ops.PERMUTE, s, tuple(ones + order + list(axes))), gemm)
     src.append(_panel(v, -3 if i == first else -2))
   new = mul.replace(src=tuple(src))
   if prod.op is Ops.CAST: new = prod.replace(src=(new,))
   red = UOp(Ops.REDUCE_AXIS, r.dtype, (new,), (Ops.ADD, (len(gemm) - 1,)))
   if order != sorted(order): red = UOp(Ops.CONTIGUOUS, r.dtype, (red,))
-  out = mv(Ops.RESHAPE, red, tuple(shape[a] for a in order))
-  out = mv(Ops.PERMUTE, out, tuple(order.index(a) for a in sorted(order)))
-  return mv(Ops.RESHAPE, out, r.shape)
+  out = _mv(Ops.RESHAPE, red, tuple(shape[a] for a in order))
+  out = _mv(Ops.PERMUTE, out, tuple(order.index(a) for a in sorted(order)))
+  return _mv(Ops.RESHAPE, out, r.shape)
 
 
 def pack_operands(roots: list[UOp], device_of) -> dict[UOp, UOp]:
@@ -220,7 +226,7 @@ def pack_operands(roots: list[UOp], device_of) -> dict[UOp, UOp]:
     if prod.op is Ops.CAST: prod = prod.src[0]   # a float16 product summed in float32 (DT.SUM)
     if prod.op is not Ops.MUL or prod in mapping or device_of(r).partition(":")[0] != "CPU": continue
     if len(r.arg[1]) > 1:
-      if (packed := _pack_reduction(r, r.src[0])) is not None: mapping[r] = packed
+      if (packed := _pack_reduction(r)) is not None: mapping[r] = packed
       continue
     src = tuple(_packed(s, r.arg[1][0]) or s for s in prod.src)
     if any(a is not b for a, b in zip(src, prod.src)): mapping[prod] = prod.replace(src=src)
